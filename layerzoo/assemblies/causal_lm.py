@@ -1,0 +1,83 @@
+"""Spec -> causal language model: embedding -> blocks -> final norm -> head."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..blocks.norms import RMSNorm
+from ..blocks.residual import Block
+from ..registry import get_mixer
+from ..specs import ModelConfig, Spec, load_spec
+from .generate import generate
+
+
+class CausalLM(nn.Module):
+    """A stack of pre-norm residual blocks, one registered mixer each.
+
+    forward(input_ids (B, T) long) -> logits (B, T, vocab_size), or (logits, state) with
+    return_state, where state is a list of per-layer mixer states to pass back in to continue.
+    """
+
+    def __init__(self, spec: Spec):
+        super().__init__()
+        self.spec = spec
+        config = spec.model
+        self.config = config
+        self.embedding = nn.Embedding(config.vocab_size, config.d_model)
+        self.blocks = nn.ModuleList(
+            Block(config.d_model, get_mixer(layer.type).cls(config.d_model, **layer.options), layer.ffn_hidden, config.norm_eps)
+            for layer in config.layers
+        )
+        self.final_norm = RMSNorm(config.d_model, config.norm_eps)
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        nn.init.normal_(self.embedding.weight, std=config.init_std)
+        if config.tie_embeddings:
+            self.head.weight = self.embedding.weight
+        else:
+            nn.init.normal_(self.head.weight, std=config.init_std)
+
+    def forward(self, input_ids: torch.Tensor, state: list[Any] | None = None, return_state: bool = False):
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be (batch, length), got shape {tuple(input_ids.shape)}")
+        if state is not None and len(state) != len(self.blocks):
+            raise ValueError(f"state has {len(state)} layers, the model {len(self.blocks)}")
+        x = self.embedding(input_ids)
+        new_state = []
+        for index, block in enumerate(self.blocks):
+            x, layer_state = block(x, None if state is None else state[index], return_state=True)
+            new_state.append(layer_state)
+        logits = self.head(self.final_norm(x))
+        if self.config.logit_softcap:
+            cap = self.config.logit_softcap
+            logits = cap * torch.tanh(logits / cap)
+        return (logits, new_state) if return_state else logits
+
+    def init_state(self, batch_size: int) -> list[Any]:
+        return [block.mixer.init_state(batch_size) for block in self.blocks]
+
+    def state_size(self, seq_len: int) -> int:
+        """State elements per sequence after seq_len tokens, over all layers."""
+        return sum(block.mixer.state_size(seq_len) for block in self.blocks)
+
+    generate = generate
+
+    def save_spec(self, path: str | Path) -> None:
+        """Write the resolved spec; `layerzoo.build(path)` rebuilds the same architecture."""
+        self.spec.save(path)
+
+
+def build(spec: str | Path | dict | Spec | ModelConfig, overrides: list[str] = (), device: Any = None,
+          dtype: torch.dtype | None = None) -> CausalLM:
+    """A CausalLM from a shipped spec name, a YAML path, a dict, a Spec or a ModelConfig.
+
+    overrides: `dotted.key=value` strings applied on top, as `--set` on the command line.
+    device="meta" builds without allocating (to count parameters of a large spec).
+    """
+    spec = Spec(model=spec) if isinstance(spec, ModelConfig) else load_spec(spec, overrides)
+    with torch.device(device or "cpu"):
+        model = CausalLM(spec)
+    return model.to(dtype=dtype) if dtype is not None else model

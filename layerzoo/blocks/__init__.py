@@ -1,0 +1,8 @@
+"""Building blocks shared by mixers and assemblies."""
+
+from .norms import RMSNorm
+from .residual import Block
+from .rotary import Rotary
+from .swiglu import SwiGLU, ffn_hidden_size
+
+__all__ = ["Block", "RMSNorm", "Rotary", "SwiGLU", "ffn_hidden_size"]

@@ -1,0 +1,32 @@
+"""The pre-norm residual block that wraps any mixer (one block contract, the mixer passed in)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from .norms import RMSNorm
+from .swiglu import SwiGLU
+
+
+class Block(nn.Module):
+    """x + mixer(norm(x)), then x + ffn(norm(x)) when the layer has an FFN.
+
+    x: (B, T, d_model) -> (B, T, d_model). The mixer's streaming state passes straight through.
+    """
+
+    def __init__(self, d_model: int, mixer: nn.Module, ffn_hidden: int | None, norm_eps: float = 1e-6):
+        super().__init__()
+        self.mixer_norm = RMSNorm(d_model, norm_eps)
+        self.mixer = mixer
+        self.ffn_norm = RMSNorm(d_model, norm_eps) if ffn_hidden else None
+        self.ffn = SwiGLU(d_model, ffn_hidden) if ffn_hidden else None
+
+    def forward(self, x: torch.Tensor, state: Any = None, return_state: bool = False):
+        mixed, new_state = self.mixer(self.mixer_norm(x), state=state, return_state=True)
+        x = x + mixed
+        if self.ffn is not None:
+            x = x + self.ffn(self.ffn_norm(x))
+        return (x, new_state) if return_state else x

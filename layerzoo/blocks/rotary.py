@@ -1,0 +1,31 @@
+"""Rotary position embedding (RoPE) at absolute positions, so streamed pieces line up."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class Rotary(nn.Module):
+    """Rotates pairs (x[..., i], x[..., i + D/2]) of each head by position * theta^(-2i/D).
+
+    Frequencies are recomputed on the fly (cheap next to attention) rather than cached, so the
+    module holds no length-dependent buffer and works at any position.
+    """
+
+    def __init__(self, head_dim: int, theta: float = 10000.0):
+        super().__init__()
+        if head_dim % 2:
+            raise ValueError(f"RoPE needs an even head_dim, got {head_dim}")
+        inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """x: (B, T, H, D) at positions offset..offset+T-1 -> rotated x, same shape and dtype."""
+        positions = torch.arange(offset, offset + x.shape[1], device=x.device, dtype=torch.float32)
+        angles = positions[:, None] * self.inv_freq.to(x.device)[None, :]  # (T, D/2)
+        cos = angles.cos()[None, :, None, :]
+        sin = angles.sin()[None, :, None, :]
+        x1, x2 = x.float().chunk(2, dim=-1)
+        rotated = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+        return rotated.to(x.dtype)

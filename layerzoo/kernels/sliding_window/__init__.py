@@ -1,0 +1,196 @@
+"""Sliding-window (local causal) attention with interchangeable backends.
+
+Layout follows flash-linear-attention: q (B, Tq, H, D), k and v (B, Tk, Hkv, D). Queries are
+aligned to the end of the keys (flash-attn's bottom-right convention), so streaming passes
+keys = [cached keys; new keys] and queries = the new tokens only.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from ...errors import unknown_name_message
+from .blocked import blocked_sliding_window_attention, first_reachable_key
+from .reference import sliding_window_attention_reference, sliding_window_mask
+
+__all__ = [
+    "BACKENDS",
+    "choose_swa_backend",
+    "sliding_window_attention",
+    "sliding_window_attention_reference",
+    "sliding_window_mask",
+]
+
+# Every backend: (q, k, v, window, scale) -> out, with validated inputs, window None or < Tk.
+Backend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "int | None", float], torch.Tensor]
+
+
+def _sdpa(q, k, v, window, scale):
+    """torch SDPA with a dense (Tq, Tk) boolean mask, or its causal kernel when there is no window.
+
+    is_causal=True is top-left aligned, so it serves only Tq == Tk; unwindowed Tq < Tk (chunked
+    prefill, decode) gets the explicit mask, which works with enable_gqa on every device.
+    """
+    if window is not None:
+        # Decode-sized calls stay O(window) whatever the cache length.
+        first = first_reachable_key(q.shape[1], k.shape[1], window)
+        k, v = k[:, first:], v[:, first:]
+    q_len, k_len = q.shape[1], k.shape[1]
+    causal = window is None and q_len == k_len
+    mask = None if causal else sliding_window_mask(q_len, k_len, window, device=q.device)
+    out = F.scaled_dot_product_attention(
+        q.transpose(1, 2),
+        k.transpose(1, 2),
+        v.transpose(1, 2),
+        attn_mask=mask,
+        is_causal=causal,
+        scale=scale,
+        enable_gqa=q.shape[2] != k.shape[2],
+    )
+    return out.transpose(1, 2)
+
+
+def _blocked(q, k, v, window, scale):
+    # Without a window every key is in reach and blocking saves nothing: O(Tq * Tk) like dense.
+    window = k.shape[1] if window is None else window
+    return blocked_sliding_window_attention(q, k, v, window, scale)
+
+
+@functools.cache
+def _compiled_flex_attention():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    # Uncompiled flex_attention materialises every score; compiling is what makes it fast.
+    return torch.compile(flex_attention)
+
+
+@functools.lru_cache(maxsize=64)
+def _flex_block_mask(q_len: int, k_len: int, window: int | None, device: torch.device):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    offset = k_len - q_len
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        lag = q_idx + offset - kv_idx
+        return (lag >= 0) & (lag < window) if window is not None else lag >= 0
+
+    return create_block_mask(mask_mod, None, None, q_len, k_len, device=device)
+
+
+def _flex(q, k, v, window, scale):
+    """flex_attention with a block mask, so key blocks outside the window are skipped entirely."""
+    out = _compiled_flex_attention()(
+        q.transpose(1, 2),
+        k.transpose(1, 2),
+        v.transpose(1, 2),
+        block_mask=_flex_block_mask(q.shape[1], k.shape[1], window, q.device),
+        scale=scale,
+        enable_gqa=q.shape[2] != k.shape[2],
+    )
+    return out.transpose(1, 2)
+
+
+BACKENDS: dict[str, Backend] = {
+    "reference": sliding_window_attention_reference,
+    "blocked": _blocked,
+    "sdpa": _sdpa,
+    "flex": _flex,
+}
+
+# flex_attention compiles per shape and needs a block mask per (Tq, Tk), which streaming decode
+# (Tq = 1, Tk growing) would pay every step; SDPA on the trimmed keys is O(window) there anyway.
+FLEX_MIN_QUERIES = 128
+
+
+def _check_window(window: int | None) -> None:
+    if window is None:
+        return
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        raise ValueError(
+            f"sliding_window_attention: window must be an int >= 1 or None (unbounded), "
+            f"got {window!r}"
+        )
+
+
+def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+    def fail(message: str):
+        raise ValueError(f"sliding_window_attention: {message}")
+
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 4:
+            shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            fail(f"{name} must be a 4-d tensor (B, T, heads, head_dim), got {shape}")
+    if k.shape != v.shape:
+        fail(f"k and v must have the same shape, got k {tuple(k.shape)} and v {tuple(v.shape)}")
+    (batch, q_len, heads, dim), (k_batch, k_len, kv_heads, k_dim) = q.shape, k.shape
+    if batch != k_batch:
+        fail(f"q and k have different batch sizes ({batch} vs {k_batch})")
+    if dim != k_dim:
+        fail(f"q and k have different head dims ({dim} vs {k_dim})")
+    if kv_heads == 0 or heads % kv_heads:
+        fail(f"query heads ({heads}) must be a multiple of key/value heads ({kv_heads})")
+    if k_len < q_len:
+        fail(f"fewer keys than queries ({k_len} < {q_len}); queries align to the last keys")
+    if not q.is_floating_point() or len({q.dtype, k.dtype, v.dtype}) > 1:
+        fail(f"q, k, v must share one float dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if len({q.device, k.device, v.device}) > 1:
+        fail(f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
+
+
+def choose_swa_backend(
+    q: torch.Tensor, k: torch.Tensor, window: int | None, backend: str = "auto"
+) -> str:
+    """The backend `sliding_window_attention(q, k, v, window, backend=backend)` runs.
+
+    "auto" picks: "sdpa" (fused causal kernel) when the window covers all Tk keys; otherwise
+    "flex" on CUDA for at least FLEX_MIN_QUERIES queries, "sdpa" on CUDA for fewer, and "blocked"
+    elsewhere. Raises ValueError for an unknown name or a backend the device cannot run.
+    """
+    _check_window(window)
+    if backend != "auto" and backend not in BACKENDS:
+        known = [*BACKENDS, "auto"]
+        raise ValueError(unknown_name_message("sliding-window attention backend", backend, known))
+    if backend == "flex" and not q.is_cuda:
+        raise ValueError(
+            f"the 'flex' backend needs CUDA tensors, got {q.device}; use 'blocked' off CUDA"
+        )
+    if backend != "auto":
+        return backend
+    if window is None or window >= k.shape[1]:
+        return "sdpa"
+    if q.is_cuda:
+        return "flex" if q.shape[1] >= FLEX_MIN_QUERIES else "sdpa"
+    return "blocked"
+
+
+def sliding_window_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    window: int | None,
+    *,
+    scale: float | None = None,
+    backend: str = "auto",
+) -> torch.Tensor:
+    """Causal attention over the last `window` keys (itself included), queries end-aligned.
+
+    q: (B, Tq, H, D); k, v: (B, Tk, Hkv, D) with H % Hkv == 0 (query head h reads kv head
+    h // (H // Hkv)) and Tk >= Tq. Query i sits at key position p = Tk - Tq + i and attends keys s
+    with p - window < s <= p: flash-attn's window_size=(window - 1, 0) with bottom-right causal.
+    window=None (or window >= Tk) is full causal attention. scale defaults to D ** -0.5.
+
+    Returns (B, Tq, H, D) in q's dtype; bf16/fp16 softmax accumulates in fp32. Differentiable in
+    q, k and v on every backend. `backend` is "auto" (see choose_swa_backend) or a key of BACKENDS.
+    """
+    _check_inputs(q, k, v)
+    name = choose_swa_backend(q, k, window, backend)
+    if window is not None and window >= k.shape[1]:
+        window = None
+    if q.shape[1] == 0:
+        return torch.zeros_like(q)
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    return BACKENDS[name](q, k, v, window, scale)

@@ -1,0 +1,48 @@
+"""Dense masked sliding-window attention: the slow, obviously-correct truth the fast paths match."""
+
+from __future__ import annotations
+
+import torch
+
+
+def sliding_window_mask(
+    q_len: int, k_len: int, window: int | None, device: torch.device | str | None = None
+) -> torch.Tensor:
+    """Boolean (q_len, k_len) mask, True where query i may attend key s.
+
+    Queries are aligned to the end of the keys: query i sits at key position p = k_len - q_len + i
+    and sees keys s with p - window < s <= p (all s <= p when window is None).
+    """
+    pos_q = torch.arange(k_len - q_len, k_len, device=device)[:, None]
+    pos_k = torch.arange(k_len, device=device)[None, :]
+    mask = pos_k <= pos_q
+    if window is not None:
+        mask &= pos_k > pos_q - window
+    return mask
+
+
+def sliding_window_attention_reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    window: int | None,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Sliding-window attention by materialising every score; O(Tq * Tk) time and memory.
+
+    q: (B, Tq, H, D); k, v: (B, Tk, Hkv, D) with H % Hkv == 0 and Tk >= Tq; any float dtype.
+    Returns (B, Tq, H, D) in q's dtype. Arithmetic runs in fp32 (fp64 stays fp64), so this is
+    the accuracy yardstick for low-precision inputs. Inputs are not validated here.
+    """
+    heads, kv_heads, dim = q.shape[2], k.shape[2], q.shape[3]
+    scale = dim**-0.5 if scale is None else scale
+    compute_dtype = torch.promote_types(q.dtype, torch.float32)
+    qf, kf, vf = (t.to(compute_dtype) for t in (q, k, v))
+    # Query head h reads kv head h // group.
+    kf = kf.repeat_interleave(heads // kv_heads, dim=2)
+    vf = vf.repeat_interleave(heads // kv_heads, dim=2)
+    scores = torch.einsum("bqhd,bkhd->bhqk", qf, kf) * scale
+    mask = sliding_window_mask(q.shape[1], k.shape[1], window, device=q.device)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    out = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(dim=-1), vf)
+    return out.to(q.dtype)

@@ -1,0 +1,155 @@
+"""Causal multi-head attention, full or sliding-window, with grouped KV heads, RoPE and qk-norm."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..blocks.norms import RMSNorm
+from ..blocks.rotary import Rotary
+from ..kernels import sliding_window_attention
+from ..registry import register_mixer
+from .base import Mixer, OptionError
+
+
+@dataclass
+class KVCache:
+    """Streaming state of attention.
+
+    k, v: (B, L, n_kv_heads, head_dim), keys after RoPE, oldest first. Full attention keeps every
+    token (L = position); sliding-window attention keeps the last window-1 (constant memory).
+    position: tokens seen so far (the RoPE offset of the next token).
+    """
+
+    k: torch.Tensor
+    v: torch.Tensor
+    position: int
+
+
+@register_mixer("attention", test_options={"n_heads": 4, "n_kv_heads": 2})
+class Attention(Mixer):
+    """Full causal multi-head attention with grouped KV heads, RoPE and optional qk-norm.
+
+    Shapes: x (B, T, d_model) -> (B, T, d_model); head_dim = d_model // n_heads.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int = 8,
+        n_kv_heads: int | None = None,
+        rope_theta: float = 10000.0,
+        qk_norm: bool = False,
+        backend: str = "auto",
+    ):
+        super().__init__(d_model)
+        self.check_options(d_model, n_heads=n_heads, n_kv_heads=n_kv_heads, rope_theta=rope_theta)
+        self.n_heads = n_heads
+        self.n_kv_heads = n_kv_heads or n_heads
+        self.head_dim = d_model // n_heads
+        self.backend = backend
+        self.window: int | None = None
+        kv_width = self.n_kv_heads * self.head_dim
+        self.q_proj = nn.Linear(d_model, d_model, bias=False)
+        self.kv_proj = nn.Linear(d_model, 2 * kv_width, bias=False)
+        self.out_proj = nn.Linear(d_model, d_model, bias=False)
+        self.rotary = Rotary(self.head_dim, rope_theta)
+        self.q_norm = RMSNorm(self.head_dim) if qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim) if qk_norm else None
+
+    @classmethod
+    def check_options(cls, d_model: int, n_heads: int = 8, n_kv_heads: int | None = None, rope_theta: float = 10000.0, **_) -> None:
+        if n_heads < 1:
+            raise OptionError("n_heads", f"n_heads must be >= 1, got {n_heads}")
+        if d_model % n_heads:
+            raise OptionError("n_heads", f"d_model {d_model} is not divisible by n_heads {n_heads}")
+        if (d_model // n_heads) % 2:
+            raise OptionError("n_heads", f"head_dim d_model/n_heads = {d_model // n_heads} must be even for RoPE")
+        if n_kv_heads is not None and (n_kv_heads < 1 or n_heads % n_kv_heads):
+            raise OptionError("n_kv_heads", f"n_heads {n_heads} is not divisible by n_kv_heads {n_kv_heads}")
+        if rope_theta <= 0:
+            raise OptionError("rope_theta", f"rope_theta must be positive, got {rope_theta}")
+
+    def forward(self, x: torch.Tensor, state: KVCache | None = None, return_state: bool = False):
+        batch, length, _ = x.shape
+        position = 0 if state is None else state.position
+        q = self.q_proj(x).view(batch, length, self.n_heads, self.head_dim)
+        k, v = self.kv_proj(x).view(batch, length, 2, self.n_kv_heads, self.head_dim).unbind(2)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = self.rotary(q, position), self.rotary(k, position)
+        if state is not None and state.k.shape[1]:
+            k = torch.cat((state.k.to(k.dtype), k), dim=1)
+            v = torch.cat((state.v.to(v.dtype), v), dim=1)
+        y = sliding_window_attention(q, k, v, self.window, backend=self.backend)
+        y = self.out_proj(y.reshape(batch, length, self.d_model))
+        if not return_state:
+            return y
+        return y, KVCache(*self._kept(k, v), position + length)
+
+    def _kept(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The keys/values the next call can still attend to."""
+        if self.window is None:
+            return k, v
+        start = max(k.shape[1] - (self.window - 1), 0)
+        # clone: a view would keep the whole concatenated buffer alive, breaking constant memory
+        return k[:, start:].clone(), v[:, start:].clone()
+
+    def init_state(self, batch_size: int) -> KVCache:
+        weight = self.q_proj.weight
+        empty = weight.new_zeros(batch_size, 0, self.n_kv_heads, self.head_dim)
+        return KVCache(empty, empty.clone(), 0)
+
+    def state_size(self, seq_len: int) -> int:
+        kept = seq_len if self.window is None else min(seq_len, self.window - 1)
+        return 2 * kept * self.n_kv_heads * self.head_dim
+
+
+@register_mixer("swa", test_options={"n_heads": 4, "n_kv_heads": 2, "window": 5})
+class SlidingWindowAttention(Attention):
+    """Sliding-window causal attention: token t attends to tokens t-window+1 .. t.
+
+    `window` is a plain attribute: set `mixer.window = w` (or `layerzoo.set_window(model, w)`) to
+    train with stochastic windows or evaluate at another window without rebuilding. The streaming
+    state keeps the last window-1 keys/values, so decoding runs in constant memory; after widening
+    the window mid-stream, only what the old state kept is visible.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int = 8,
+        n_kv_heads: int | None = None,
+        window: int = 128,
+        rope_theta: float = 10000.0,
+        qk_norm: bool = False,
+        backend: str = "auto",
+    ):
+        self.check_options(d_model, n_heads=n_heads, window=window)
+        super().__init__(d_model, n_heads, n_kv_heads, rope_theta, qk_norm, backend)
+        self.window = window
+
+    @classmethod
+    def check_options(cls, d_model: int, window: int = 128, **options) -> None:
+        check_window(window)
+        super().check_options(d_model, **options)
+
+
+def set_window(model: nn.Module, window: int) -> int:
+    """Set the window of every sliding-window attention layer in `model`; returns how many.
+
+    The SWAX recipe samples a window per batch and evaluates at a test window other than the
+    training one; both are this call, no rebuild.
+    """
+    check_window(window)
+    layers = [module for module in model.modules() if isinstance(module, SlidingWindowAttention)]
+    for layer in layers:
+        layer.window = window
+    return len(layers)
+
+
+def check_window(window: int) -> None:
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise OptionError("window", f"window must be an integer >= 1, got {window!r}")

@@ -1,0 +1,81 @@
+"""Reading YAML with the file and line of every key, so spec errors can point at them.
+
+Only `yaml.SafeLoader` is used: a spec file can never construct arbitrary Python objects.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import LayerzooError
+
+KeyPath = tuple  # ("model", "mixers", "swa", "window")
+
+
+class SpecError(LayerzooError):
+    """A spec that cannot be read or built. The message starts with `file:line: key:`."""
+
+
+class Locations(dict):
+    """Maps a key path to where it was set: 'file:line', or a '--set ...' override."""
+
+    def where(self, path: KeyPath) -> str:
+        """The location of `path`, or of its nearest ancestor that has one."""
+        for end in range(len(path), -1, -1):
+            if path[:end] in self:
+                return self[path[:end]]
+        return "<spec>"
+
+
+def fail(locations: Locations, path: KeyPath, message: str) -> SpecError:
+    """A SpecError naming where `path` was set and the dotted key."""
+    key = ".".join(str(part) for part in path)
+    return SpecError(f"{locations.where(path)}: {key}: {message}" if key else f"{locations.where(path)}: {message}")
+
+
+def read_yaml(text: str, source: str) -> tuple[Any, Locations]:
+    """Parse YAML text; returns the data and the location of each key path."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return {}, Locations({(): source})
+        data = loader.construct_document(node)
+        locations = Locations({(): f"{source}:{node.start_mark.line + 1}"})
+        _record(loader, node, (), source, locations)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise SpecError(f"{source}{line}: invalid YAML: {problem}") from None
+    finally:
+        loader.dispose()
+    return data, locations
+
+
+def _record(loader: yaml.SafeLoader, node: yaml.Node, path: KeyPath, source: str, locations: Locations) -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen = set()
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node)  # ints stay ints: layer indices are keys
+            where = f"{source}:{key_node.start_mark.line + 1}"
+            if key in seen:
+                raise SpecError(f"{where}: {'.'.join(map(str, path + (key,)))}: duplicate key")
+            seen.add(key)
+            locations[path + (key,)] = where
+            _record(loader, value_node, path + (key,), source, locations)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            locations[path + (index,)] = f"{source}:{item.start_mark.line + 1}"
+            _record(loader, item, path + (index,), source, locations)
+
+
+def read_yaml_file(path: Path) -> tuple[Any, Locations]:
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise SpecError(f"{path}: cannot read spec: {error.strerror}") from None
+    return read_yaml(text, str(path))

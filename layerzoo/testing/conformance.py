@@ -1,0 +1,135 @@
+"""Contract checks any registered mixer must pass; the project runs them over the whole registry.
+
+Run them on your own mixer after registering it::
+
+    from layerzoo.testing import check_mixer
+    check_mixer("my_mixer")              # or check_mixer(MyMixer, d_model=32, n_heads=2)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable
+
+import torch
+
+from ..registry import get_mixer
+from .tolerances import assert_close
+
+
+def make_mixer(mixer: str | type, d_model: int = 32, seed: int = 0, **options: Any) -> torch.nn.Module:
+    """An fp32 mixer from a registered name (with its test options) or a class, seeded."""
+    if isinstance(mixer, str):
+        entry = get_mixer(mixer)
+        mixer, options = entry.cls, {**entry.test_options, **options}
+    torch.manual_seed(seed)
+    return mixer(d_model, **options).float()
+
+
+def state_numel(state: Any) -> int:
+    """Total elements of all tensors in a state (dataclass, tuple, list or dict of tensors)."""
+    if isinstance(state, torch.Tensor):
+        return state.numel()
+    if dataclasses.is_dataclass(state):
+        return sum(state_numel(getattr(state, field.name)) for field in dataclasses.fields(state))
+    if isinstance(state, (list, tuple)):
+        return sum(state_numel(item) for item in state)
+    if isinstance(state, dict):
+        return sum(state_numel(item) for item in state.values())
+    return 0
+
+
+def run_in_pieces(mixer: torch.nn.Module, x: torch.Tensor, pieces: Iterable[int], state: Any = None):
+    """Feed x (B, T, D) through mixer piece by piece, threading the state; returns (y, state)."""
+    outputs = []
+    for piece in x.split(list(pieces), dim=1):
+        y, state = mixer(piece, state=state, return_state=True)
+        outputs.append(y)
+    return torch.cat(outputs, dim=1), state
+
+
+def check_shapes(mixer: torch.nn.Module, x: torch.Tensor) -> None:
+    """(B, T, d_model) in -> same shape and dtype out, with or without return_state."""
+    y = mixer(x)
+    if y.shape != x.shape or y.dtype != x.dtype:
+        raise AssertionError(f"output {tuple(y.shape)} {y.dtype} != input {tuple(x.shape)} {x.dtype}")
+    y_state, state = mixer(x, return_state=True)
+    assert_close(y_state, y, what="output with return_state=True")
+    if state is None:
+        raise AssertionError("return_state=True returned no state")
+
+
+def check_streaming(mixer: torch.nn.Module, x: torch.Tensor, pieces: list[int]) -> None:
+    """Any split into pieces with the state threaded through equals one call; so does init_state."""
+    full, full_state = mixer(x, return_state=True)
+    streamed, streamed_state = run_in_pieces(mixer, x, pieces)
+    assert_close(streamed, full, x.dtype, what=f"output streamed in pieces {pieces}", scale=10)
+    from_init, _ = mixer(x, state=mixer.init_state(x.shape[0]), return_state=True)
+    assert_close(from_init, full, x.dtype, what="output from init_state()")
+    if state_numel(streamed_state) != state_numel(full_state):
+        raise AssertionError("streamed and one-call final states differ in size")
+
+
+def check_reentrant(mixer: torch.nn.Module, x: torch.Tensor) -> None:
+    """A state is a value: using it twice gives the same output (nothing is updated in place)."""
+    half = max(x.shape[1] // 2, 1)
+    _, state = mixer(x[:, :half], return_state=True)
+    rest = x[:, half:] if x.shape[1] > half else x[:, :1]
+    first = mixer(rest, state=state)
+    second = mixer(rest, state=state)
+    if not torch.equal(first, second):
+        raise AssertionError("reusing a state gave a different output: the mixer changed it in place")
+
+
+def check_state_size(mixer: torch.nn.Module, x: torch.Tensor) -> None:
+    """state_size(T) counts the elements of the state after T tokens, per sequence."""
+    batch, length, _ = x.shape
+    for t in sorted({1, length // 2 or 1, length}):
+        _, state = mixer(x[:, :t], return_state=True)
+        per_sequence = state_numel(state) // batch
+        if per_sequence != mixer.state_size(t):
+            raise AssertionError(f"state_size({t}) = {mixer.state_size(t)} but the state holds {per_sequence} elements per sequence")
+    sizes = [mixer.state_size(t) for t in (0, 1, 8, 64, 4096)]
+    if any(b < a for a, b in zip(sizes, sizes[1:])):
+        raise AssertionError(f"state_size decreases with length: {sizes}")
+
+
+def check_gradients(mixer: torch.nn.Module, x: torch.Tensor) -> None:
+    """Backward through one call and through a streamed call gives finite gradients everywhere."""
+    x = x.detach().clone().requires_grad_(True)
+    mixer.zero_grad(set_to_none=True)
+    half = max(x.shape[1] // 2, 1)
+    y, _ = run_in_pieces(mixer, x, [half, x.shape[1] - half] if x.shape[1] > half else [half])
+    (y.float() ** 2).mean().backward()
+    if x.grad is None or not torch.isfinite(x.grad).all():
+        raise AssertionError("the input gradient is missing or not finite")
+    for name, parameter in mixer.named_parameters():
+        if parameter.requires_grad and (parameter.grad is None or not torch.isfinite(parameter.grad).all()):
+            raise AssertionError(f"parameter {name!r} got no finite gradient")
+
+
+def check_dtypes(mixer: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype = torch.bfloat16) -> None:
+    """In `dtype` (weights and input) the output keeps that dtype and stays close to fp32."""
+    reference = mixer(x.float())
+    low = mixer.to(dtype)
+    try:
+        y = low(x.to(dtype))
+    finally:
+        mixer.float()
+    if y.dtype != dtype:
+        raise AssertionError(f"{dtype} input gave a {y.dtype} output")
+    assert_close(y.float(), reference, dtype, what=f"{dtype} output vs fp32", scale=3)
+
+
+def check_mixer(mixer: str | type, d_model: int = 32, batch: int = 2, length: int = 13, seed: int = 0,
+                pieces: list[int] | None = None, **options: Any) -> None:
+    """All contract checks on one mixer (a registered name or a class) at small sizes."""
+    module = make_mixer(mixer, d_model, seed, **options)
+    x = torch.randn(batch, length, d_model, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        check_shapes(module, x)
+        check_streaming(module, x, pieces or [1, length // 2, length - length // 2 - 1])
+        check_reentrant(module, x)
+        check_state_size(module, x)
+        check_dtypes(module, x)
+    check_gradients(module, x)

@@ -1,0 +1,184 @@
+"""Sliding-window attention kernel: every backend against the dense reference, plus input checks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from layerzoo.kernels import (
+    choose_swa_backend,
+    sliding_window_attention,
+    sliding_window_attention_reference,
+)
+from layerzoo.kernels.sliding_window import BACKENDS
+from layerzoo.testing.tolerances import assert_close
+
+CPU_BACKENDS = ["reference", "blocked", "sdpa", "auto"]
+# GPU kernels reorder fp32 sums more, and bf16 gradients round every partial product.
+CUDA_TOLERANCE_SCALE = {torch.float32: 10.0, torch.bfloat16: 2.0}
+
+
+@st.composite
+def attention_case(draw, dtypes=(torch.float32, torch.bfloat16)):
+    """(q, k, v, window) with shapes around the blocked path's 64-row blocks."""
+    heads = draw(st.sampled_from([1, 2, 4]))
+    kv_heads = draw(st.sampled_from([d for d in (1, 2, 4) if heads % d == 0]))
+    batch = draw(st.integers(1, 2))
+    q_len = draw(st.one_of(st.integers(1, 8), st.integers(60, 200)))
+    k_len = q_len + draw(st.one_of(st.just(0), st.integers(1, 150)))  # extra keys: a cache
+    window = draw(st.one_of(st.none(), st.just(1), st.integers(1, 40), st.integers(40, 400)))
+    dim = draw(st.sampled_from([8, 16]))
+    dtype = draw(st.sampled_from(dtypes))
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
+    q = torch.randn(batch, q_len, heads, dim, generator=gen).to(dtype)
+    k = torch.randn(batch, k_len, kv_heads, dim, generator=gen).to(dtype)
+    v = torch.randn(batch, k_len, kv_heads, dim, generator=gen).to(dtype)
+    return q, k, v, window
+
+
+def dense_sdpa(q, k, v, window):
+    """What most model code does: SDPA with a dense boolean mask, k/v heads repeated for GQA."""
+    q_len, k_len = q.shape[1], k.shape[1]
+    pos_q = torch.arange(k_len - q_len, k_len)[:, None]
+    pos_k = torch.arange(k_len)[None, :]
+    mask = (pos_k <= pos_q) & (pos_k > pos_q - (window or k_len))
+    group = q.shape[2] // k.shape[2]
+    k, v = (t.repeat_interleave(group, dim=2).transpose(1, 2) for t in (k, v))
+    return F.scaled_dot_product_attention(q.transpose(1, 2), k, v, attn_mask=mask).transpose(1, 2)
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+@pytest.mark.parametrize("q_len,k_len,window", [(5, 5, 2), (3, 7, 3), (6, 6, None), (4, 9, 1), (2, 5, 50)])
+def test_window_semantics(backend, q_len, k_len, window):
+    """Zero queries attend uniformly, and one-hot values expose exactly which keys each query sees."""
+    q = torch.zeros(1, q_len, 1, k_len)
+    v = torch.eye(k_len)[None, :, None, :]
+    out = sliding_window_attention(q, torch.randn(1, k_len, 1, k_len), v, window, backend=backend)
+    for i in range(q_len):
+        p = k_len - q_len + i
+        seen = [s for s in range(k_len) if s <= p and (window is None or s > p - window)]
+        expected = torch.zeros(k_len)
+        expected[seen] = 1 / len(seen)
+        torch.testing.assert_close(out[0, i, 0], expected, msg=f"query {i} (position {p})")
+
+
+@settings(deadline=None)
+@given(case=attention_case(), backend=st.sampled_from(["blocked", "sdpa", "auto"]))
+def test_backends_match_reference(case, backend):
+    q, k, v, window = case
+    out = sliding_window_attention(q, k, v, window, backend=backend)
+    assert out.dtype == q.dtype
+    expected = sliding_window_attention_reference(q, k, v, window)
+    assert_close(out, expected, what=f"{backend} vs reference")
+
+
+@settings(deadline=None)
+@given(case=attention_case(dtypes=(torch.float32,)))
+def test_blocked_matches_dense_masked_sdpa(case):
+    q, k, v, window = case
+    out = sliding_window_attention(q, k, v, window, backend="blocked")
+    assert_close(out, dense_sdpa(q, k, v, window), what="blocked vs dense SDPA")
+
+
+@settings(deadline=None)
+@given(case=attention_case(dtypes=(torch.float32,)), backend=st.sampled_from(["blocked", "sdpa"]))
+def test_gradients_match_reference(case, backend):
+    q, k, v, window = case
+    grad_out = torch.randn_like(q)
+
+    def grads(fn):
+        inputs = [t.detach().requires_grad_() for t in (q, k, v)]
+        fn(*inputs, window).backward(grad_out)
+        return [t.grad for t in inputs]
+
+    expected = grads(sliding_window_attention_reference)
+    actual = grads(lambda *a: sliding_window_attention(*a, backend=backend))
+    for name, got, want in zip("qkv", actual, expected):
+        # The absolute floor matters where the truth is zero: dq and dk when window=1.
+        assert_close(got, want, what=f"{backend} d{name}")
+
+
+@settings(deadline=None)
+@given(case=attention_case(dtypes=(torch.float32,)), data=st.data())
+def test_new_queries_over_cached_keys_match_full_pass(case, data):
+    """Streaming: the last n queries over all keys equal the last n rows of the full pass."""
+    q, k, v, window = case
+    n = data.draw(st.integers(1, q.shape[1]))
+    full = sliding_window_attention(q, k, v, window)
+    tail = sliding_window_attention(q[:, -n:], k, v, window)
+    assert_close(tail, full[:, -n:], what=f"last {n} queries")
+
+
+def test_scale_and_window_at_least_keys_is_full_causal():
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 70, 2, 8, generator=gen) for _ in range(3))
+    for backend in CPU_BACKENDS:
+        wide = sliding_window_attention(q, k, v, 70, scale=0.3, backend=backend)
+        full = sliding_window_attention(q, k, v, None, scale=0.3, backend=backend)
+        torch.testing.assert_close(wide, full)
+        torch.testing.assert_close(full, sliding_window_attention_reference(q, k, v, None, scale=0.3))
+
+
+def test_empty_query_block_returns_empty():
+    q, k = torch.randn(1, 0, 2, 8), torch.randn(1, 4, 2, 8)
+    assert sliding_window_attention(q, k, k, 2).shape == (1, 0, 2, 8)
+
+
+def test_choose_backend_on_cpu():
+    q, k = torch.randn(1, 16, 4, 8), torch.randn(1, 32, 2, 8)
+    assert choose_swa_backend(q, k, 8) == "blocked"
+    assert choose_swa_backend(q, k, None) == "sdpa"
+    assert choose_swa_backend(q, k, 32) == "sdpa"  # the window covers every key: plain causal
+    assert choose_swa_backend(q, k, 8, backend="reference") == "reference"
+    assert set(BACKENDS) >= {"reference", "blocked", "sdpa", "flex"}
+
+
+def _inputs(q_shape=(1, 6, 4, 8), k_shape=(1, 8, 2, 8), v_shape=None, dtype=torch.float32):
+    return torch.zeros(q_shape, dtype=dtype), torch.zeros(k_shape), torch.zeros(v_shape or k_shape)
+
+
+@pytest.mark.parametrize(
+    "inputs,kwargs,match",
+    [
+        (_inputs(q_shape=(6, 4, 8)), {}, r"q must be a 4-d tensor"),
+        (_inputs(k_shape=(1, 8, 2, 8, 1)), {}, r"k must be a 4-d tensor"),
+        (_inputs(v_shape=(1, 8, 2, 4)), {}, r"k and v must have the same shape"),
+        (_inputs(k_shape=(2, 8, 2, 8)), {}, r"batch sizes \(1 vs 2\)"),
+        (_inputs(k_shape=(1, 8, 2, 16)), {}, r"head dims \(8 vs 16\)"),
+        (_inputs(k_shape=(1, 8, 3, 8)), {}, r"query heads \(4\) must be a multiple of .* heads \(3\)"),
+        (_inputs(k_shape=(1, 5, 2, 8)), {}, r"fewer keys than queries \(5 < 6\)"),
+        (_inputs(dtype=torch.float64), {}, r"share one float dtype"),
+        (_inputs(), {"window": 0}, r"window must be an int >= 1 or None.*got 0"),
+        (_inputs(), {"window": 2.5}, r"window must be an int >= 1 or None.*got 2.5"),
+        (_inputs(), {"window": True}, r"window must be an int"),
+        (_inputs(), {"backend": "blockd"}, r"unknown .* backend 'blockd'; did you mean 'blocked'\?"),
+        (_inputs(), {"backend": "flex"}, r"'flex' backend needs CUDA tensors"),
+    ],
+)
+def test_bad_inputs_raise_one_line_value_error(inputs, kwargs, match):
+    kwargs = {"window": 4, **kwargs}
+    with pytest.raises(ValueError, match=match) as info:
+        sliding_window_attention(*inputs, kwargs.pop("window"), **kwargs)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("backend", ["flex", "sdpa", "auto"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cuda_backends_match_reference(backend, dtype):
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 300, 4, 64, generator=gen)
+    k, v = (torch.randn(2, 420, 2, 64, generator=gen) for _ in range(2))
+    q, k, v = (t.to("cuda", dtype).requires_grad_() for t in (q, k, v))
+    out = sliding_window_attention(q, k, v, 100, backend=backend)
+    expected = sliding_window_attention_reference(q, k, v, 100)
+    assert_close(out, expected, what=backend, scale=CUDA_TOLERANCE_SCALE[dtype])
+    grad_out = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), grad_out)
+    expected_grads = torch.autograd.grad(expected, (q, k, v), grad_out)
+    for name, got, want in zip("qkv", grads, expected_grads):
+        assert_close(got, want, what=f"{backend} d{name}", scale=CUDA_TOLERANCE_SCALE[dtype])

@@ -1,0 +1,41 @@
+import subprocess
+import sys
+
+import pytest
+
+from layerzoo.cli import main
+
+
+def test_specs_lists_shipped_specs(capsys):
+    assert main(["specs"]) == 0
+    out = capsys.readouterr().out
+    assert "swa-full" in out and "transformer-tiny" in out
+
+
+def test_mixers_lists_options_and_defaults(capsys):
+    assert main(["mixers"]) == 0
+    out = capsys.readouterr().out
+    assert "swa:" in out and "window: int = 128" in out
+
+
+def test_describe_shows_layers_parameters_and_state(capsys):
+    assert main(["describe", "swa-full-tiny", "--seq-len", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "attention" in out and "state per sequence at 100 tokens" in out and "parameters:" in out
+
+
+def test_describe_applies_overrides_and_dumps(capsys):
+    assert main(["describe", "swa-tiny", "--set", "model.n_layers=2", "--dump"]) == 0
+    assert "layers: [swa, swa]" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["describe", "swa-ful"], "did you mean 'swa-full'"),
+    (["describe", "swa-tiny", "--set", "model.mixers.swa.windw=3"], "did you mean 'window'"),
+    (["describe", "nothere.yaml"], "no such spec file"),
+])
+def test_errors_are_one_line_without_traceback(argv, words):
+    result = subprocess.run([sys.executable, "-m", "layerzoo.cli", *argv], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert words in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,95 @@
+import pytest
+import torch
+
+import layerzoo
+from layerzoo.mixers.attention import SlidingWindowAttention
+
+TINY = [name for name in layerzoo.shipped_specs() if name.endswith("-tiny")]
+
+
+@pytest.mark.parametrize("name", layerzoo.shipped_specs())
+def test_every_shipped_spec_builds_trains_a_step_and_generates(name):
+    torch.manual_seed(0)
+    model = layerzoo.build(name)
+    vocab = model.config.vocab_size
+    ids = torch.randint(0, vocab, (1, 12))
+    logits = model(ids[:, :-1])
+    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), ids[:, 1:].reshape(-1))
+    loss.backward()
+    torch.optim.AdamW(model.parameters(), lr=1e-3).step()
+    assert torch.isfinite(loss)
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+    out = model.generate(ids[:, :4], 16, temperature=0.8, top_k=20, generator=torch.Generator().manual_seed(0))
+    assert out.shape == (1, 20) and bool(((0 <= out) & (out < vocab)).all())
+
+
+def test_sliding_window_decoding_runs_in_constant_memory():
+    model = layerzoo.build("swa-tiny").eval()
+    window = model.blocks[0].mixer.window
+    state = None
+    token = torch.zeros(1, 1, dtype=torch.long)
+    sizes = []
+    with torch.no_grad():
+        for _ in range(3 * window):
+            logits, state = model(token, state=state, return_state=True)
+            token = logits[:, -1:].argmax(-1)
+            sizes.append(sum(layer.k.numel() + layer.v.numel() for layer in state))
+    assert max(sizes) == sizes[-1] == sizes[window]  # grows for window-1 tokens, then stays
+    assert sizes[-1] == model.state_size(3 * window)
+
+
+def test_full_attention_cache_grows_with_length():
+    model = layerzoo.build("transformer-tiny").eval()
+    with torch.no_grad():
+        _, state = model(torch.zeros(1, 7, dtype=torch.long), return_state=True)
+    assert state[0].k.shape[1] == 7
+
+
+def test_window_changes_at_run_time_without_rebuilding():
+    model = layerzoo.build("swa-tiny").eval()
+    ids = torch.randint(0, 256, (1, 40))
+    with torch.no_grad():
+        before = model(ids)
+        assert layerzoo.set_window(model, 4) == 4
+        narrow = model(ids)
+        layerzoo.set_window(model, 16)
+        again = model(ids)
+    assert torch.equal(before, again) and not torch.allclose(before, narrow)
+    assert all(m.window == 16 for m in model.modules() if isinstance(m, SlidingWindowAttention))
+    with pytest.raises(ValueError, match="window must be an integer >= 1"):
+        layerzoo.set_window(model, 0)
+
+
+def test_a_window_as_long_as_the_input_is_full_attention():
+    torch.manual_seed(0)
+    swa = SlidingWindowAttention(32, n_heads=4, window=10)
+    full = layerzoo.get_mixer("attention").cls(32, n_heads=4)
+    full.load_state_dict(swa.state_dict())
+    x = torch.randn(2, 10, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(swa(x), full(x))
+        assert not torch.allclose(swa(torch.randn(2, 11, 32))[:, -1], full(torch.randn(2, 11, 32))[:, -1])
+
+
+def test_untied_head_has_its_own_weight():
+    tied = layerzoo.build("swa-tiny")
+    untied = layerzoo.build("swa-tiny", ["model.tie_embeddings=false"])
+    assert tied.head.weight is tied.embedding.weight
+    assert untied.head.weight is not untied.embedding.weight
+    count = lambda m: sum(p.numel() for p in m.parameters())
+    assert count(untied) - count(tied) == 256 * 64
+
+
+def test_bad_model_inputs_get_clear_errors():
+    model = layerzoo.build("swa-tiny")
+    with pytest.raises(ValueError, match="input_ids must be"):
+        model(torch.zeros(3, dtype=torch.long))
+    with pytest.raises(ValueError, match="state has 1 layers"):
+        model(torch.zeros(1, 2, dtype=torch.long), state=[None])
+    with pytest.raises(ValueError, match="input_ids must be"):
+        model.generate(torch.zeros(1, 0, dtype=torch.long), 4)
+
+
+def test_meta_device_build_counts_parameters_without_memory():
+    model = layerzoo.build("transformer", device="meta")
+    assert 100e6 < sum(p.numel() for p in model.parameters()) < 150e6
