@@ -5,9 +5,18 @@ from .sliding_window import (
     sliding_window_attention,
     sliding_window_attention_reference,
 )
+from .gated_delta_rule import choose_gated_delta_backend, gated_delta_rule, gated_delta_rule_reference
+from .mlstm import MLSTMState, choose_mlstm_backend, mlstm, mlstm_reference
 
 __all__ = [
     "choose_swa_backend",
     "sliding_window_attention",
     "sliding_window_attention_reference",
+    "choose_gated_delta_backend",
+    "gated_delta_rule",
+    "gated_delta_rule_reference",
+    "MLSTMState",
+    "choose_mlstm_backend",
+    "mlstm",
+    "mlstm_reference",
 ]

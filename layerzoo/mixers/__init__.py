@@ -2,5 +2,7 @@
 
 from .base import Mixer, OptionError
 from .attention import Attention, SlidingWindowAttention, KVCache
+from .gated_deltanet import GatedDeltaNet, GatedDeltaNetState
+from .mlstm import MLSTM
 
-__all__ = ["Mixer", "OptionError", "Attention", "SlidingWindowAttention", "KVCache"]
+__all__ = ["Mixer", "OptionError", "Attention", "SlidingWindowAttention", "KVCache", "GatedDeltaNet", "GatedDeltaNetState", "MLSTM"]

@@ -29,8 +29,10 @@ def check_type(value: Any, annotation: Any) -> tuple[bool, Any]:
     if annotation is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return True, float(value)
+        if not isinstance(value, str):
+            return False, value
         try:  # YAML 1.1 reads `1e-6` (no dot) as a string; accept what reads as a number
-            return isinstance(value, str), float(value)
+            return True, float(value)
         except ValueError:
             return False, value
     if isinstance(annotation, type):

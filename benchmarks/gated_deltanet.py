@@ -1,0 +1,202 @@
+"""Gated delta rule kernels: time against sequence length, per backend.
+
+    python benchmarks/gated_deltanet.py                        # CPU, fp32, T = 1024 ... 16384
+    python benchmarks/gated_deltanet.py --seq-lens 4096 --json gdn.json
+    python benchmarks/gated_deltanet.py --device cuda --dtype bf16     # adds fla's Triton kernel
+
+Prints a markdown table of the best forward and forward+backward times of each backend
+(recurrent step loop, chunkwise PyTorch; fla's Triton kernel on CUDA), the chunkwise throughput
+as a fraction of this machine's fp32 matmul rate (measured in the same run), the
+chunkwise/recurrent speedup at T = 4096, and how chunkwise time scales with T (a fitted exponent;
+1 is linear). The step loop is skipped above --recurrent-max-len: it runs T Python steps, forward
+and backward, and would dominate the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from layerzoo.kernels import gated_delta_rule  # noqa: E402
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+SPEEDUP_AT = 4096
+
+
+def make_inputs(args, seq_len: int, requires_grad: bool):
+    """q, k (normalised, as Gated DeltaNet feeds them), v, g, beta: the kernel's typical input."""
+    gen = torch.Generator().manual_seed(0)
+    shape = (args.batch, seq_len, args.heads)
+    dtype = DTYPES[args.dtype]
+    q = torch.randn(*shape, args.key_dim, generator=gen)
+    k = F.normalize(torch.randn(*shape, args.key_dim, generator=gen), dim=-1)
+    v = torch.randn(*shape, args.value_dim, generator=gen)
+    g = F.logsigmoid(torch.randn(shape, generator=gen) + 2)
+    beta = torch.rand(shape, generator=gen)
+    tensors = [t.to(args.device, dtype) for t in (q, k, v)] + [t.to(args.device) for t in (g, beta)]
+    return [t.requires_grad_(requires_grad) for t in tensors]
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def best_seconds(args, fn) -> float:
+    """Fastest of up to args.reps runs after args.warmup, fewer (>= 3) once args.budget is spent.
+
+    The minimum, not the median: on a machine shared with other jobs, noise only ever adds time,
+    and a median of a few runs still moves with the load.
+    """
+    for _ in range(args.warmup):
+        fn()
+        sync(args.device)
+    times = []
+    while len(times) < args.reps and (len(times) < 3 or sum(times) < args.budget):
+        start = time.perf_counter()
+        fn()
+        sync(args.device)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def time_backend(args, backend: str, seq_len: int) -> dict:
+    def run(*inputs):
+        return gated_delta_rule(*inputs, chunk_size=args.chunk_size, backend=backend)
+
+    inputs = make_inputs(args, seq_len, requires_grad=False)
+    with torch.no_grad():
+        forward = best_seconds(args, lambda: run(*inputs))
+    inputs = make_inputs(args, seq_len, requires_grad=True)
+    grad_out = torch.randn(args.batch, seq_len, args.heads, args.value_dim).to(args.device, DTYPES[args.dtype])
+
+    def forward_backward():
+        run(*inputs).backward(grad_out)
+        for t in inputs:
+            t.grad = None
+
+    return {"forward_s": forward, "forward_backward_s": best_seconds(args, forward_backward)}
+
+
+def chunkwise_flops(args, seq_len: int) -> float:
+    """Matmul FLOPs of one chunkwise forward (elementwise work left out).
+
+    Per chunk of C tokens and head: A = (beta k) k^T, q k^T (2 C^2 K each); (I + A)^-1 by a
+    triangular solve against I (C^3); w, u (2 C^2 K, 2 C^2 V); v_new, the state update and q S
+    (2 C K V each); scores @ v_new (2 C^2 V).
+    """
+    c, k, v = min(args.chunk_size, seq_len), args.key_dim, args.value_dim
+    per_chunk = 6 * c * c * k + 4 * c * c * v + c**3 + 6 * c * k * v
+    return args.batch * args.heads * math.ceil(seq_len / c) * per_chunk
+
+
+def matmul_gflops(args) -> float:
+    """This machine's fp32 matmul rate: the best of a few n x n products."""
+    n = 4096 if args.device.startswith("cuda") else 2048
+    a, b = (torch.randn(n, n, device=args.device) for _ in range(2))
+    return 2 * n**3 / best_seconds(args, lambda: a @ b) / 1e9
+
+
+def scaling_exponent(rows: list[dict], key: str) -> float:
+    """Least-squares slope of log time against log T (1.0 is linear)."""
+    points = [(math.log(r["seq_len"]), math.log(r["chunkwise"][key])) for r in rows if "chunkwise" in r]
+    mean_x = sum(x for x, _ in points) / len(points)
+    mean_y = sum(y for _, y in points) / len(points)
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points)
+
+
+def markdown(rows: list[dict], backends: list[str]) -> str:
+    head = ["T"] + [f"{b} {kind} ms" for b in backends for kind in ("fwd", "fwd+bwd")]
+    head += ["chunkwise fwd GFLOP/s", "of matmul peak"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    for r in rows:
+        cells = [str(r["seq_len"])]
+        for b in backends:
+            timing = r.get(b)
+            cells += [f"{timing[k] * 1e3:.1f}" if timing else "skipped" for k in ("forward_s", "forward_backward_s")]
+        cells += [f"{r['chunkwise_gflops']:.1f}", f"{r['fraction_of_matmul']:.0%}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seq-lens", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--key-dim", type=int, default=64)
+    parser.add_argument("--value-dim", type=int, default=128)
+    parser.add_argument("--chunk-size", type=int, default=64)
+    parser.add_argument("--dtype", choices=DTYPES, default="fp32")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice); 1 steadies "
+                        "timings on a machine other jobs share, where idle-waiting threads stall each other")
+    parser.add_argument("--recurrent-max-len", type=int, default=4096, help="skip the step loop above this T")
+    parser.add_argument("--reps", type=int, default=5, help="timed runs per measurement (the fastest counts)")
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--budget", type=float, default=10.0, help="stop after 3 runs past this many seconds")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    backends = ["recurrent", "chunkwise"] + (["fla"] if args.device.startswith("cuda") else [])
+    peak = matmul_gflops(args)
+    rows = []
+    for seq_len in args.seq_lens:
+        row = {"seq_len": seq_len}
+        for backend in backends:
+            if backend != "recurrent" or seq_len <= args.recurrent_max_len:
+                row[backend] = time_backend(args, backend, seq_len)
+        row["chunkwise_gflops"] = chunkwise_flops(args, seq_len) / row["chunkwise"]["forward_s"] / 1e9
+        row["fraction_of_matmul"] = row["chunkwise_gflops"] / peak
+        rows.append(row)
+        print(f"T={seq_len} done", file=sys.stderr, flush=True)
+
+    summary = {"matmul_gflops": peak}
+    at = next((r for r in rows if r["seq_len"] == SPEEDUP_AT and "recurrent" in r), None)
+    if at:
+        for key in ("forward_s", "forward_backward_s"):
+            summary[f"speedup_{key[:-2]}_at_{SPEEDUP_AT}"] = at["recurrent"][key] / at["chunkwise"][key]
+    if len(rows) > 1:
+        for key in ("forward_s", "forward_backward_s"):
+            summary[f"chunkwise_{key[:-2]}_scaling_exponent"] = scaling_exponent(rows, key)
+
+    print(
+        f"gated delta rule, B={args.batch}, H={args.heads}, K={args.key_dim}, V={args.value_dim}, "
+        f"chunk {args.chunk_size}, {args.dtype}, {args.device}, {torch.get_num_threads()} threads, "
+        f"torch {torch.__version__}"
+    )
+    print()
+    print(markdown(rows, backends))
+    print()
+    print(f"- fp32 matmul rate measured in this run: {peak:.1f} GFLOP/s; chunkwise GFLOP/s counts its "
+          "matmul FLOPs only (see chunkwise_flops)")
+    if at:
+        print(f"- chunkwise / recurrent speedup at T={SPEEDUP_AT}: forward "
+              f"{summary[f'speedup_forward_at_{SPEEDUP_AT}']:.1f}x, forward+backward "
+              f"{summary[f'speedup_forward_backward_at_{SPEEDUP_AT}']:.1f}x")
+    if len(rows) > 1:
+        print(f"- chunkwise time ~ T^p: p = {summary['chunkwise_forward_scaling_exponent']:.2f} forward, "
+              f"{summary['chunkwise_forward_backward_scaling_exponent']:.2f} forward+backward (1 is linear)")
+    skipped = [r["seq_len"] for r in rows if "recurrent" not in r]
+    if skipped:
+        print(f"- recurrent skipped at T = {', '.join(map(str, skipped))} (> --recurrent-max-len "
+              f"{args.recurrent_max_len}): T Python steps forward and backward, linear but slow")
+    if args.json:
+        config = {k: v for k, v in vars(args).items() if k != "json"}
+        args.json.write_text(json.dumps({"config": config, "torch": torch.__version__, "rows": rows,
+                                         "summary": summary}, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+"""mLSTM kernels: the recurrent step loop, layerzoo's chunkwise form and mlstm_kernels' chunkwise.
+
+    python benchmarks/mlstm.py                      # CPU, fp32, T = 1024 ... 16384, one thread
+    python benchmarks/mlstm.py --seq-lens 4096 --json mlstm.json
+
+Prints a markdown table of the best forward and forward+backward time of each backend, the
+chunkwise/recurrent speedup, and the chunkwise kernel's achieved matmul GFLOP/s as a fraction of a
+large torch.matmul measured in the same run. mlstm_kernels (NX-AI) runs when it is installed; it is
+not a layerzoo dependency. Each timed run backpropagates a dense random gradient of h.
+
+On Linux the script re-runs itself with glibc told to keep freed memory (MALLOC_* below): on
+some VMs the page faults of every fresh large buffer cost more than the arithmetic on it, and
+that hits the chunkwise kernel's (L, L) blocks, not the step loop's small tensors.
+--no-keep-memory measures with the allocator's defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from layerzoo.kernels import mlstm  # noqa: E402
+
+try:  # not a dependency: compared when installed
+    from mlstm_kernels.torch.chunkwise.native import mlstm_chunkwise__native_autograd
+except ImportError:
+    mlstm_chunkwise__native_autograd = None
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+KEEP_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(2**32), "MALLOC_TRIM_THRESHOLD_": str(2**34)}
+SPEEDUP_AT = 4096
+
+
+def make_inputs(args, seq_len: int, requires_grad: bool, heads_first: bool = False):
+    """q, k (B, T, H, Dk), v (B, T, H, Dv), gates i, f (B, T, H); (B, H, T, ...) if heads_first."""
+    gen = torch.Generator().manual_seed(0)
+    shape = (args.batch, seq_len, args.heads)
+    tensors = [
+        torch.randn(*shape, args.key_dim, generator=gen),
+        torch.randn(*shape, args.key_dim, generator=gen),
+        torch.randn(*shape, args.value_dim, generator=gen),
+        torch.randn(shape, generator=gen),
+        3 + torch.randn(shape, generator=gen),  # forget gates near sigmoid(3), as at init
+    ]
+    if heads_first:
+        tensors = [t.transpose(1, 2).contiguous() for t in tensors]
+    dtype = DTYPES[args.dtype]
+    return [t.to(args.device, dtype if t.dim() == 4 else torch.float32).requires_grad_(requires_grad) for t in tensors]
+
+
+def kernel(args, backend: str):
+    """(q, k, v, i, f) -> h, in the layout make_inputs gives for this backend."""
+    if backend == "mlstm_kernels":
+        return lambda *inputs: mlstm_chunkwise__native_autograd(*inputs, chunk_size=args.chunk_size)
+    return lambda *inputs: mlstm(*inputs, chunk_size=args.chunk_size, backend=backend)
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def runners(args, backend: str, seq_len: int) -> dict:
+    """{"forward": fn, "forward_backward": fn}: closures over this cell's inputs, run to time."""
+    fn = kernel(args, backend)
+    heads_first = backend == "mlstm_kernels"
+    inputs = make_inputs(args, seq_len, requires_grad=False, heads_first=heads_first)
+    leaves = make_inputs(args, seq_len, requires_grad=True, heads_first=heads_first)
+    grad_h = torch.randn_like(fn(*inputs))
+
+    @torch.no_grad()
+    def forward():
+        fn(*inputs)
+
+    def forward_backward():
+        fn(*leaves).backward(grad_h)
+        for t in leaves:
+            t.grad = None
+
+    return {"forward": forward, "forward_backward": forward_backward}
+
+
+def best_seconds(cells: dict, reps: int, budget: float, device: str) -> dict:
+    """{key: fn} -> {key: best seconds}, over up to `reps` rounds that run every cell once each.
+
+    Rounds interleave the cells, so a busy spell of a shared machine slows all alike rather than
+    bending one row; the best run, not the median, since slow runs measure the neighbours. A
+    cell stops repeating once its runs add up to `budget` seconds (it always runs once).
+    """
+    times = {key: [] for key in cells}
+    for round_index in range(reps):
+        for key, fn in cells.items():
+            if times[key] and sum(times[key]) >= budget:
+                continue
+            start = time.perf_counter()
+            fn()
+            sync(device)
+            times[key].append(time.perf_counter() - start)
+        print(f"round {round_index + 1}/{reps} done", file=sys.stderr, flush=True)
+    return {key: min(runs) for key, runs in times.items()}
+
+
+def chunkwise_matmul_flops(args, seq_len: int) -> int:
+    """Multiply-adds x 2 of the chunkwise forward's matmuls, as executed (full (L, L) blocks).
+
+    Per token and head, chunk L = min(chunk_size, T): q k^T (2 L Dk), scores @ [v, 1]
+    (2 L (Dv + 1)), q @ [C, n] and the chunk's own k^T [v, 1] (2 Dk (Dv + 1) each).
+    """
+    chunk, dk, dv = min(args.chunk_size, seq_len), args.key_dim, args.value_dim + 1
+    return args.batch * args.heads * seq_len * (2 * chunk * dk + 2 * chunk * dv + 4 * dk * dv)
+
+
+def matmul(device: str, size: int = 2048):
+    """A (size, size) fp32 torch.matmul, the machine's reference rate, and its FLOPs."""
+    a, b = (torch.randn(size, size, device=device) for _ in range(2))
+    return lambda: a @ b, 2 * size**3
+
+
+def measure(args, backends: list[str]) -> tuple[list[dict], float]:
+    """One row per T with each backend's best times (None where skipped), and the matmul GFLOP/s."""
+    matmul_fn, matmul_flops = matmul(args.device)
+    cells = {"matmul": matmul_fn}
+    for seq_len in args.seq_lens:
+        for backend in backends:
+            if backend == "recurrent" and seq_len > args.recurrent_max_len:
+                continue
+            for mode, fn in runners(args, backend, seq_len).items():
+                cells[seq_len, backend, mode] = fn
+    for fn in [matmul_fn] + [fn for backend in backends for fn in runners(args, backend, args.chunk_size).values()]:
+        fn()  # warm-up: thread pools, lazily loaded kernels
+    best = best_seconds(cells, args.reps, args.budget, args.device)
+
+    peak = matmul_flops / best["matmul"] / 1e9
+    rows = []
+    for seq_len in args.seq_lens:
+        row = {"seq_len": seq_len}
+        for backend in backends:
+            timed = (seq_len, backend, "forward") in best
+            row[backend] = {f"{mode}_s": best[seq_len, backend, mode] for mode in ("forward", "forward_backward")} if timed else None
+        for key in ("forward", "forward_backward"):
+            row[f"speedup_{key}"] = row["recurrent"] and row["recurrent"][f"{key}_s"] / row["chunkwise"][f"{key}_s"]
+        row["chunkwise_gflops"] = chunkwise_matmul_flops(args, seq_len) / row["chunkwise"]["forward_s"] / 1e9
+        row["fraction_of_matmul"] = row["chunkwise_gflops"] / peak
+        rows.append(row)
+    return rows, peak
+
+
+def growth_exponent(rows: list[dict], key: str) -> float | None:
+    """Least-squares slope of log(chunkwise time) against log(T): 1.0 is linear."""
+    points = [(math.log(r["seq_len"]), math.log(r["chunkwise"][key])) for r in rows]
+    if len(points) < 2:
+        return None
+    mean_x = sum(x for x, _ in points) / len(points)
+    mean_y = sum(y for _, y in points) / len(points)
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points)
+
+
+def ms(result: dict | None, key: str) -> str:
+    return "skipped" if result is None else f"{result[key] * 1e3:.1f}"
+
+
+def markdown(rows: list[dict], backends: list[str]) -> str:
+    head = ["T"] + [f"{b} fwd ms" for b in backends] + [f"{b} fwd+bwd ms" for b in backends]
+    head += ["speedup fwd", "speedup fwd+bwd", "chunkwise GFLOP/s", "of matmul", "chunkwise fwd ms / 1k tokens"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    for r in rows:
+        cells = [str(r["seq_len"])]
+        cells += [ms(r[b], "forward_s") for b in backends]
+        cells += [ms(r[b], "forward_backward_s") for b in backends]
+        cells += [f"{r[k]:.0f}x" if r[k] else "—" for k in ("speedup_forward", "speedup_forward_backward")]
+        cells += [f"{r['chunkwise_gflops']:.1f}", f"{r['fraction_of_matmul']:.0%}",
+                  f"{r['chunkwise']['forward_s'] * 1e6 / r['seq_len']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seq-lens", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--key-dim", type=int, default=64)
+    parser.add_argument("--value-dim", type=int, default=128)
+    parser.add_argument("--chunk-size", type=int, default=64)
+    parser.add_argument("--dtype", choices=DTYPES, default="fp32", help="of q, k, v (gates stay fp32)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="intra-op threads (default 1: steady ratios on a shared machine; 0: torch's default)")
+    parser.add_argument("--recurrent-max-len", type=int, default=SPEEDUP_AT,
+                        help="skip the step loop above this T (its backward takes ~2.5 ms per token)")
+    parser.add_argument("--reps", type=int, default=7, help="rounds of timed runs (best of them)")
+    parser.add_argument("--budget", type=float, default=10.0, help="a cell stops repeating after this many seconds")
+    parser.add_argument("--no-keep-memory", dest="keep_memory", action="store_false",
+                        help="leave glibc's malloc settings alone")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+
+    if args.keep_memory and sys.platform == "linux" and any(os.environ.get(k) != v for k, v in KEEP_MEMORY.items()):
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **KEEP_MEMORY})
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    backends = ["recurrent", "chunkwise"] + (["mlstm_kernels"] if mlstm_chunkwise__native_autograd else [])
+    rows, peak = measure(args, backends)
+
+    summary = {
+        "matmul_gflops": peak,
+        "growth_exponent_forward": growth_exponent(rows, "forward_s"),
+        "growth_exponent_forward_backward": growth_exponent(rows, "forward_backward_s"),
+        f"speedup_at_{SPEEDUP_AT}": next(
+            ({k: r[f"speedup_{k}"] for k in ("forward", "forward_backward")} for r in rows if r["seq_len"] == SPEEDUP_AT and r["recurrent"]),
+            None,
+        ),
+    }
+    keep = "kept by glibc" if os.environ.get("MALLOC_MMAP_THRESHOLD_") == KEEP_MEMORY["MALLOC_MMAP_THRESHOLD_"] else "allocator defaults"
+    print(
+        f"mLSTM, B={args.batch}, H={args.heads}, Dk={args.key_dim}, Dv={args.value_dim}, chunk {args.chunk_size}, "
+        f"{args.dtype}, {args.device}, {torch.get_num_threads()} thread(s), freed memory {keep}; best of up to "
+        f"{args.reps} interleaved runs; speedup = recurrent / chunkwise; GFLOP/s = chunkwise forward matmul work / time"
+    )
+    print()
+    print(markdown(rows, backends))
+    print()
+    print(f"fp32 matmul (2048^3) on this machine: {peak:.1f} GFLOP/s")
+    if summary[f"speedup_at_{SPEEDUP_AT}"]:
+        speedup = summary[f"speedup_at_{SPEEDUP_AT}"]
+        print(f"speedup at T={SPEEDUP_AT}: forward {speedup['forward']:.0f}x, forward+backward "
+              f"{speedup['forward_backward']:.0f}x (target >= 20x)")
+    if summary["growth_exponent_forward"] is not None:
+        print(f"chunkwise time ~ T^e with e = {summary['growth_exponent_forward']:.2f} (forward), "
+              f"{summary['growth_exponent_forward_backward']:.2f} (forward+backward); 1.00 is linear")
+    skipped = [r["seq_len"] for r in rows if r["recurrent"] is None]
+    if skipped:
+        print(f"recurrent skipped at T = {', '.join(map(str, skipped))} (above --recurrent-max-len {args.recurrent_max_len})")
+    if args.json:
+        config = {k: v for k, v in vars(args).items() if k != "json"}
+        args.json.write_text(json.dumps({"config": config, "torch": torch.__version__, "summary": summary, "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""Adapter to flash-linear-attention's Triton chunk kernel for the gated delta rule (CUDA only).
+
+fla is imported here, on first use, so that importing layerzoo never compiles or probes Triton.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# fla's chunk kernel is written for these chunk sizes only.
+FLA_CHUNK_SIZES = (16, 32, 64)
+
+
+def fla_gated_delta_rule(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    scale: float,
+    initial_state: torch.Tensor | None,
+    chunk_size: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """fla's `chunk_gated_delta_rule` with layerzoo's arguments, validated (chunk_size in FLA_CHUNK_SIZES).
+
+    Same shapes as layerzoo's: fla also lays tensors out (B, T, H, D) and keeps the state
+    (B, H, K, V) in fp32. Returns o (B, T, H, V) in q's dtype and the final state in fp32.
+    """
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+
+    out, final_state = chunk_gated_delta_rule(
+        q.contiguous(),
+        k.contiguous(),
+        v.contiguous(),
+        # fla accumulates the log decay in fp32; handing it fp32 avoids a bf16 cumulative sum.
+        g.float().contiguous(),
+        beta.contiguous(),
+        scale=scale,
+        initial_state=None if initial_state is None else initial_state.float().contiguous(),
+        output_final_state=True,
+        chunk_size=chunk_size,
+    )
+    return out, final_state

@@ -1,0 +1,142 @@
+"""mLSTM (xLSTM's matrix memory) with interchangeable backends.
+
+Layout follows flash-linear-attention: q, k (B, T, H, Dk), v (B, T, H, Dv), gates (B, T, H).
+Semantics are NX-AI mlstm_kernels' stabilised mLSTM (see reference.py): exp input gate, sigmoid
+forget gate in log space, max stabiliser m, normaliser n, q scaled by Dk^-0.5.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from ...errors import unknown_name_message
+from .chunkwise import mlstm_chunkwise
+from .reference import EPS, MLSTMState, compute_dtype, mlstm_reference, mlstm_step
+
+__all__ = [
+    "BACKENDS",
+    "EPS",
+    "MLSTMState",
+    "choose_mlstm_backend",
+    "mlstm",
+    "mlstm_chunkwise",
+    "mlstm_reference",
+    "mlstm_step",
+]
+
+# Every backend: (q, k, v, i, f, initial_state or None, chunk_size) -> (h, final MLSTMState), with
+# validated inputs and T >= 1. The Triton kernel (issue 6) joins as "triton".
+Backend = Callable[..., "tuple[torch.Tensor, MLSTMState]"]
+BACKENDS: dict[str, Backend] = {
+    "recurrent": mlstm_reference,
+    "chunkwise": mlstm_chunkwise,
+}
+
+
+def choose_mlstm_backend(q: torch.Tensor, backend: str = "auto") -> str:
+    """The backend `mlstm(q, ..., backend=backend)` runs: "auto" is "chunkwise" on every device.
+
+    Raises ValueError for an unknown name.
+    """
+    if backend != "auto" and backend not in BACKENDS:
+        raise ValueError(unknown_name_message("mLSTM backend", backend, [*BACKENDS, "auto"]))
+    return "chunkwise" if backend == "auto" else backend
+
+
+def mlstm(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    i: torch.Tensor,
+    f: torch.Tensor,
+    *,
+    initial_state: MLSTMState | tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+    output_final_state: bool = False,
+    chunk_size: int = 64,
+    backend: str = "auto",
+):
+    """The stabilised mLSTM over a sequence.
+
+    q, k: (B, T, H, Dk) and v: (B, T, H, Dv), one float dtype; i, f: (B, T, H) input and forget
+    gate pre-activations, any float dtype (the input gate is exp(i), the forget gate sigmoid(f)).
+    initial_state: None (the empty state, all zeros) or an MLSTMState / (C, n, m) tuple with
+    C (B, H, Dk, Dv), n (B, H, Dk), m (B, H). Any T >= 0; gradients reach every input, the initial
+    state included. chunk_size: tokens per chunk of the chunkwise backend (any T, no multiple
+    needed). backend: "auto" (see choose_mlstm_backend) or a key of BACKENDS.
+
+    Returns h (B, T, H, Dv) in q's dtype, or (h, final MLSTMState) with output_final_state. States
+    and arithmetic are fp32 whatever the input dtype (fp64 for fp64 inputs).
+    """
+    _check_inputs(q, k, v, i, f, chunk_size)
+    if initial_state is not None:
+        initial_state = _check_state(initial_state, q, v)
+    name = choose_mlstm_backend(q, backend)
+    if q.shape[1]:
+        h, state = BACKENDS[name](q, k, v, i, f, initial_state, chunk_size)
+    else:
+        h = v.new_zeros(v.shape, dtype=q.dtype)
+        batch, _, heads, key_dim = q.shape
+        dtype = compute_dtype(q.dtype)
+        state = (
+            MLSTMState.empty(batch, heads, key_dim, v.shape[-1], dtype, q.device)
+            if initial_state is None
+            else MLSTMState(*(t.to(dtype) for t in initial_state))
+        )
+    return (h, state) if output_final_state else h
+
+
+def _fail(message: str):
+    raise ValueError(f"mlstm: {message}")
+
+
+def _shape(t) -> object:
+    return tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+
+
+def _check_inputs(q, k, v, i, f, chunk_size) -> None:
+    for name, t, dims, layout in (
+        ("q", q, 4, "(B, T, H, Dk)"),
+        ("k", k, 4, "(B, T, H, Dk)"),
+        ("v", v, 4, "(B, T, H, Dv)"),
+        ("i", i, 3, "(B, T, H)"),
+        ("f", f, 3, "(B, T, H)"),
+    ):
+        if not isinstance(t, torch.Tensor) or t.dim() != dims:
+            _fail(f"{name} must be a {dims}-d tensor {layout}, got {_shape(t)}")
+    if k.shape != q.shape:
+        _fail(f"q and k must have the same shape, got q {_shape(q)} and k {_shape(k)}")
+    if v.shape[:3] != q.shape[:3]:
+        _fail(f"v must match q in (B, T, H), got q {_shape(q)} and v {_shape(v)}")
+    for name, t in (("i", i), ("f", f)):
+        if t.shape != q.shape[:3]:
+            _fail(f"{name} must have shape (B, T, H) = {tuple(q.shape[:3])}, got {_shape(t)}")
+    if not q.is_floating_point() or len({q.dtype, k.dtype, v.dtype}) > 1:
+        _fail(f"q, k, v must share one float dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (i.is_floating_point() and f.is_floating_point()):
+        _fail(f"gates i and f must be floating point, got {i.dtype} and {f.dtype}")
+    if len({t.device for t in (q, k, v, i, f)}) > 1:
+        _fail(f"q, k, v, i, f must be on one device, got {[str(t.device) for t in (q, k, v, i, f)]}")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        _fail(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
+
+
+def _check_state(state, q: torch.Tensor, v: torch.Tensor) -> MLSTMState:
+    """An MLSTMState from an MLSTMState or a (C, n, m) tuple whose shapes fit q and v."""
+    if not isinstance(state, MLSTMState):
+        if not isinstance(state, (tuple, list)) or len(state) != 3:
+            _fail(f"initial_state must be an MLSTMState or a (C, n, m) tuple, got {type(state).__name__}")
+        state = MLSTMState(*state)
+    batch, _, heads, key_dim = q.shape
+    expected = {
+        "C": (batch, heads, key_dim, v.shape[-1]),
+        "n": (batch, heads, key_dim),
+        "m": (batch, heads),
+    }
+    for (name, shape), t in zip(expected.items(), state):
+        if not isinstance(t, torch.Tensor) or tuple(t.shape) != shape or not t.is_floating_point():
+            _fail(f"initial_state.{name} must be a float tensor of shape {shape}, got {_shape(t)}")
+        if t.device != q.device:
+            _fail(f"initial_state.{name} is on {t.device}, q on {q.device}")
+    return state

@@ -1,0 +1,124 @@
+"""Chunkwise-parallel mLSTM in plain PyTorch: O(T (L (Dk + Dv) + Dk Dv)) work for chunks of L tokens.
+
+The sequence is cut into chunks of L tokens. Inside a chunk, with b_t = cumsum(log_f) from the
+chunk start, token j reaches token t with log-weight b_t - b_j + i_j and the state entering the
+chunk with log-weight b_t + m_in. So each chunk is
+
+    h_t ~ exp(b_t + m_in - m_t) q_t C_in + sum_{j<=t} exp(b_t - b_j + i_j - m_t) (q_t . k_j) v_j
+
+a masked (L, L) matrix product, row-stabilised by m_t = the largest of those log-weights (exactly
+the recurrent m_t, so results agree to rounding, even in the EPS term). Across chunks only the
+states are carried: each chunk's own contribution (b_L - b_j + i_j weights) is one batched
+matmul, and a short loop over chunks folds them in with their own max stabiliser.
+
+n follows C's recurrence with v = 1, so it rides along as an extra value column: one matmul gives
+both q C and q . n.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .reference import EPS, MLSTMState, compute_dtype
+
+
+def mlstm_chunkwise(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    i: torch.Tensor,
+    f: torch.Tensor,
+    initial_state: MLSTMState | None = None,
+    chunk_size: int = 64,
+) -> tuple[torch.Tensor, MLSTMState]:
+    """The mLSTM over a whole sequence, chunk by chunk.
+
+    q, k: (B, T, H, Dk); v: (B, T, H, Dv); i, f: (B, T, H); T >= 1, any T (the last chunk is
+    padded with tokens that neither write nor forget, so padding never reaches the state).
+    initial_state: None (empty) or an MLSTMState / (C, n, m) tuple.
+    Returns h (B, T, H, Dv) in q's dtype and the final MLSTMState; all arithmetic and states in
+    fp32 (fp64 for fp64 q). Inputs are not validated here; `mlstm(...)` validates.
+    """
+    length, key_dim, value_dim = q.shape[1], q.shape[3], v.shape[3]
+    out_dtype, dtype = q.dtype, compute_dtype(q.dtype)
+    chunk = min(chunk_size, length)
+    n_chunks = -(-length // chunk)
+    pad = n_chunks * chunk - length
+
+    def to_chunks(t: torch.Tensor, fill: float = 0.0, extra_columns: int = 0) -> torch.Tensor:
+        """(B, T, H[, D]) -> (B, H, N, L[, D + extra_columns]) in the compute dtype, padded with fill."""
+        t = t.to(dtype).movedim(1, 2)
+        widths = (0, extra_columns, 0, pad) if t.dim() == 4 else (0, pad)
+        if any(widths):
+            t = F.pad(t, widths, value=fill)
+        # Contiguous (one copy either way; F.pad's result already is): the batched matmuls would
+        # otherwise copy every strided operand again.
+        return t.contiguous().unflatten(2, (n_chunks, chunk))
+
+    q, k = to_chunks(q), to_chunks(k)
+    # The ones column; padded tokens write nothing, so their v may be ones too.
+    v = to_chunks(v, fill=1.0, extra_columns=1)
+    # Padding: forget gate 1 (log 0) and input gate 0 (log -inf) leave the state untouched.
+    b = to_chunks(F.logsigmoid(f.to(dtype))).cumsum(-1)
+    i = to_chunks(i, fill=float("-inf"))
+    # q's Dk^-0.5 goes into the per-row factors below (a log offset for the intra-chunk weights)
+    # rather than a pass over q.
+    log_scale = -0.5 * math.log(key_dim)
+
+    # Token j's write in log space, measured from the chunk start: it reaches token t (or the
+    # chunk end, t = L) with log-weight b_t + written_j.
+    written = i - b
+    states, m_in, final = _chunk_states(k, v, written, b[..., -1], initial_state)
+
+    # The row max of b_t + written_j over j <= t is a running max, so no (L, L) pass finds m.
+    m = b + torch.maximum(m_in[..., None], written.cummax(-1).values)
+    causal = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
+    row = b - m + log_scale
+    # In-place where autograd allows it: each (L, L) buffer saved is a pass over T * L floats.
+    weights = (row[..., :, None] + written[..., None, :]).masked_fill_(~causal, float("-inf")).exp_()
+    scores = (q @ k.transpose(-1, -2)) * weights
+    from_state = (q * torch.exp(row + m_in[..., None])[..., None]) @ states
+    out = (scores @ v).add_(from_state)
+    numerator, q_dot_n = out[..., :value_dim], out[..., value_dim]
+    h = numerator / (torch.maximum(q_dot_n.abs(), torch.exp(-m)) + EPS)[..., None]
+    return h.flatten(2, 3)[:, :, :length].movedim(1, 2).to(out_dtype), final
+
+
+def _chunk_states(
+    k: torch.Tensor, v: torch.Tensor, written: torch.Tensor, decay: torch.Tensor, initial_state: MLSTMState | None
+) -> tuple[torch.Tensor, torch.Tensor, MLSTMState]:
+    """The state entering every chunk, and the final state.
+
+    k: (B, H, N, L, Dk); v: (B, H, N, L, Dv + 1) with the ones column; written: (B, H, N, L), the
+    log write weights i_j - b_j; decay: (B, H, N), each chunk's summed log forget gate b_L.
+    Returns [C | n] entering each chunk (B, H, N, Dk, Dv + 1), its m (B, H, N), and the state
+    after the last chunk.
+    """
+    batch, heads, _, _, key_dim = k.shape
+    value_dim = v.shape[-1] - 1
+    if initial_state is None:
+        initial_state = MLSTMState.empty(batch, heads, key_dim, value_dim, k.dtype, k.device)
+    C, n, m = (t.to(k.dtype) for t in initial_state)
+    state = torch.cat((C, n[..., None]), dim=-1)
+
+    # Each chunk's own writes to its end, stabilised by their largest log-weight own_m.
+    top = written.amax(-1)
+    own = (k * torch.exp(written - top[..., None])[..., None]).transpose(-1, -2) @ v
+    own_m = decay + top
+
+    entering, entering_m = [], []
+    # unbind, not indexing per chunk: each index op's backward would write a zero tensor the size
+    # of all chunks, O(N^2) memory traffic in all.
+    for decay_c, own_c, own_m_c in zip(decay.unbind(-1), own.unbind(2), own_m.unbind(-1)):
+        entering.append(state)
+        entering_m.append(m)
+        m_new = torch.maximum(decay_c + m, own_m_c)
+        keep = torch.exp(decay_c + m - m_new)[..., None, None]
+        write = torch.exp(own_m_c - m_new)[..., None, None]
+        state = keep * state + write * own_c
+        m = m_new
+    final = MLSTMState(state[..., :value_dim], state[..., value_dim], m)
+    return torch.stack(entering, dim=2), torch.stack(entering_m, dim=-1), final

@@ -1,0 +1,178 @@
+"""Gated DeltaNet (Yang, Kautz, Hatamizadeh 2024): the gated delta rule as a token mixer.
+
+Per head, a (K, V) memory S decays by exp(g_t) and is corrected towards v_t at key k_t with
+strength beta_t, then read at q_t. The layer follows flash-linear-attention's GatedDeltaNet:
+short causal convolutions with SiLU on q, k, v; L2-normalised q and k; beta = sigmoid(b_proj x);
+g = -exp(A_log) softplus(a_proj x + dt_bias); output RMSNorm(o) * SiLU(g_proj x), then o_proj.
+Parameter names match fla's layer, so its checkpoints map over (conv weights squeezed to
+(channels, width)).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..blocks.norms import RMSNorm
+from ..blocks.short_conv import ShortConvolution
+from ..errors import unknown_name_message
+from ..kernels.gated_delta_rule import BACKENDS, gated_delta_rule
+from ..registry import register_mixer
+from .base import Mixer, OptionError
+
+
+@dataclass
+class GatedDeltaNetState:
+    """Streaming state of Gated DeltaNet; its size does not grow with the sequence.
+
+    q_conv, k_conv: (B, conv_size - 1, n_heads * head_dim); v_conv: (B, conv_size - 1,
+    n_heads * head_v_dim): the last inputs of each short convolution (projections before the
+    convolution), oldest first, in the model's dtype; None without short convolutions.
+    recurrent: (B, n_heads, head_dim, head_v_dim), the memory S, fp32 whatever the model's dtype.
+    """
+
+    q_conv: torch.Tensor | None
+    k_conv: torch.Tensor | None
+    v_conv: torch.Tensor | None
+    recurrent: torch.Tensor
+
+
+def l2_normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """x / sqrt(sum(x^2) + eps) over the last dimension, computed in fp32; x's dtype out.
+
+    fla's formula: the eps inside the root keeps the gradient finite at x = 0.
+    """
+    x32 = x.float()
+    return (x32 * torch.rsqrt(x32.pow(2).sum(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+@register_mixer("gated_deltanet", test_options={"n_heads": 2, "head_dim": 8, "chunk_size": 4})
+class GatedDeltaNet(Mixer):
+    """Gated DeltaNet: a decaying delta-rule memory per head, constant state, chunkwise-parallel.
+
+    Shapes: x (B, T, d_model) -> (B, T, d_model). head_dim (the key width K) defaults to
+    d_model // n_heads; values are expand_v times wider. With the defaults the layer holds about
+    8 d_model^2 weights; fla's configurations (head_dim 256, e.g. 6 heads at d_model 2048) give
+    n_heads * head_dim = 0.75 d_model, about 6 d_model^2. `backend` and `chunk_size` go to
+    `gated_delta_rule`; its "auto" runs single-token steps (decoding) as one recurrent step.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int = 4,
+        head_dim: int | None = None,
+        expand_v: float = 2.0,
+        use_short_conv: bool = True,
+        conv_size: int = 4,
+        norm_eps: float = 1e-5,
+        chunk_size: int = 64,
+        backend: str = "auto",
+    ):
+        super().__init__(d_model)
+        self.check_options(d_model, n_heads=n_heads, head_dim=head_dim, expand_v=expand_v, conv_size=conv_size,
+                           norm_eps=norm_eps, chunk_size=chunk_size, backend=backend)
+        self.n_heads = n_heads
+        self.head_dim = head_dim or d_model // n_heads
+        self.head_v_dim = round(self.head_dim * expand_v)
+        self.conv_size = conv_size
+        self.chunk_size = chunk_size
+        self.backend = backend
+        key_width, value_width = n_heads * self.head_dim, n_heads * self.head_v_dim
+        self.q_proj = nn.Linear(d_model, key_width, bias=False)
+        self.k_proj = nn.Linear(d_model, key_width, bias=False)
+        self.v_proj = nn.Linear(d_model, value_width, bias=False)
+        self.a_proj = nn.Linear(d_model, n_heads, bias=False)
+        self.b_proj = nn.Linear(d_model, n_heads, bias=False)
+        self.g_proj = nn.Linear(d_model, value_width, bias=False)
+        self.o_proj = nn.Linear(value_width, d_model, bias=False)
+        convs = [ShortConvolution(width, conv_size) if use_short_conv else None
+                 for width in (key_width, key_width, value_width)]
+        self.q_conv1d, self.k_conv1d, self.v_conv1d = convs
+        self.o_norm = RMSNorm(self.head_v_dim, eps=norm_eps)
+        self.A_log = nn.Parameter(torch.empty(n_heads))
+        self.dt_bias = nn.Parameter(torch.empty(n_heads))
+        # Decay rates and time-step biases are not weights to shrink: decay would pull A towards
+        # 1 and dt towards softplus(0), erasing the spread of memory lengths across heads.
+        self.A_log._no_weight_decay = True
+        self.dt_bias._no_weight_decay = True
+        self.reset_gate_parameters()
+
+    def reset_gate_parameters(self) -> None:
+        """Mamba-2's gate init: A ~ U(0, 16); dt log-uniform in [1e-3, 0.1], dt_bias = softplus^-1(dt).
+
+        The per-step decay A * dt then spreads over orders of magnitude across heads: some forget
+        within a token, others keep thousands.
+        """
+        with torch.no_grad():
+            self.A_log.copy_(torch.empty_like(self.A_log).uniform_(0, 16).log())
+            low, high = math.log(1e-3), math.log(0.1)
+            dt = torch.exp(torch.rand_like(self.dt_bias) * (high - low) + low).clamp(min=1e-4)
+            self.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))
+
+    @classmethod
+    def check_options(cls, d_model: int, n_heads: int = 4, head_dim: int | None = None, expand_v: float = 2.0,
+                      conv_size: int = 4, norm_eps: float = 1e-5, chunk_size: int = 64, backend: str = "auto",
+                      **_) -> None:
+        if n_heads < 1:
+            raise OptionError("n_heads", f"n_heads must be >= 1, got {n_heads}")
+        if head_dim is None and d_model % n_heads:
+            raise OptionError("n_heads", f"d_model {d_model} is not divisible by n_heads {n_heads}; set head_dim")
+        if head_dim is not None and head_dim < 1:
+            raise OptionError("head_dim", f"head_dim must be >= 1 or None (d_model // n_heads), got {head_dim}")
+        key_dim = head_dim or d_model // n_heads
+        value_dim = key_dim * expand_v
+        if expand_v <= 0 or not math.isclose(value_dim, round(value_dim)):
+            raise OptionError("expand_v", f"head_dim {key_dim} * expand_v {expand_v} must be a positive integer")
+        if conv_size < 1:
+            raise OptionError("conv_size", f"conv_size must be >= 1, got {conv_size}")
+        if norm_eps <= 0:
+            raise OptionError("norm_eps", f"norm_eps must be positive, got {norm_eps}")
+        if chunk_size < 1:
+            raise OptionError("chunk_size", f"chunk_size must be >= 1, got {chunk_size}")
+        if backend != "auto" and backend not in BACKENDS:
+            raise OptionError("backend", unknown_name_message("gated delta rule backend", backend, [*BACKENDS, "auto"]))
+
+    def forward(self, x: torch.Tensor, state: GatedDeltaNetState | None = None, return_state: bool = False):
+        state = self.init_state(x.shape[0]) if state is None else state
+        q, q_conv = self._short_conv(self.q_conv1d, self.q_proj(x), state.q_conv)
+        k, k_conv = self._short_conv(self.k_conv1d, self.k_proj(x), state.k_conv)
+        v, v_conv = self._short_conv(self.v_conv1d, self.v_proj(x), state.v_conv)
+        q = l2_normalize(q.unflatten(-1, (self.n_heads, self.head_dim)))
+        k = l2_normalize(k.unflatten(-1, (self.n_heads, self.head_dim)))
+        v = v.unflatten(-1, (self.n_heads, self.head_v_dim))
+        # Gates in fp32: g sums over thousands of steps inside the kernel.
+        beta = self.b_proj(x).float().sigmoid()
+        g = -self.A_log.float().exp() * F.softplus(self.a_proj(x).float() + self.dt_bias.float())
+        o, recurrent = gated_delta_rule(
+            q, k, v, g, beta,
+            initial_state=state.recurrent,
+            output_final_state=True,
+            chunk_size=self.chunk_size,
+            backend=self.backend,
+        )
+        gate = self.g_proj(x).unflatten(-1, (self.n_heads, self.head_v_dim))
+        y = self.o_proj((self.o_norm(o) * F.silu(gate)).flatten(2))
+        if not return_state:
+            return y
+        return y, GatedDeltaNetState(q_conv, k_conv, v_conv, recurrent)
+
+    @staticmethod
+    def _short_conv(conv: ShortConvolution | None, x: torch.Tensor, cache: torch.Tensor | None):
+        """(activation, new cache): the convolution with SiLU, or SiLU alone without one (as fla)."""
+        return (F.silu(x), None) if conv is None else conv(x, cache)
+
+    def init_state(self, batch_size: int) -> GatedDeltaNetState:
+        caches = [None if conv is None else conv.init_state(batch_size)
+                  for conv in (self.q_conv1d, self.k_conv1d, self.v_conv1d)]
+        recurrent = self.A_log.new_zeros(batch_size, self.n_heads, self.head_dim, self.head_v_dim, dtype=torch.float32)
+        return GatedDeltaNetState(*caches, recurrent)
+
+    def state_size(self, seq_len: int) -> int:
+        conv_width = self.n_heads * (2 * self.head_dim + self.head_v_dim)
+        conv = (self.conv_size - 1) * conv_width if self.q_conv1d is not None else 0
+        return conv + self.n_heads * self.head_dim * self.head_v_dim

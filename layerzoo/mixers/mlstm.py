@@ -1,0 +1,136 @@
+"""The mLSTM token mixer, laid out as the xLSTM-7B mLSTM layer."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import unknown_name_message
+from ..kernels.mlstm import BACKENDS, MLSTMState, mlstm
+from ..kernels.mlstm.reference import compute_dtype
+from ..registry import register_mixer
+from .base import Mixer, OptionError
+
+
+@register_mixer("mlstm", test_options={"n_heads": 2, "chunk_size": 4})
+class MLSTM(Mixer):
+    """mLSTM (xLSTM matrix memory) with exponential input and sigmoid forget gates, as in xLSTM-7B.
+
+    Shapes: x (B, T, d_model) -> (B, T, d_model). Per head, q and k have
+    Dk = qk_dim_factor * d_model / n_heads channels, v and the output gate Dv = v_dim_factor *
+    d_model / n_heads. The input and forget gate pre-activations (one per head, with bias) are
+    soft-capped to +-gate_soft_cap (None: uncapped); h is normalised per head (LayerNorm, weight
+    only), times sigmoid(output gate), then projected back to d_model.
+
+    The streaming state is an MLSTMState (C, n, m) in fp32, constant in size: pieces of several
+    tokens run the chunkwise kernel from the carried state, single tokens one recurrent step.
+    Init follows xLSTM-7B: gate weights zero, forget-gate bias linspace(3, 6) over heads (slow to
+    forget), input-gate bias -10 (small writes until trained).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int = 4,
+        qk_dim_factor: float = 0.5,
+        v_dim_factor: float = 1.0,
+        gate_soft_cap: float | None = 15.0,
+        chunk_size: int = 64,
+        backend: str = "auto",
+        norm_eps: float = 1e-6,
+    ):
+        super().__init__(d_model)
+        self.check_options(
+            d_model, n_heads=n_heads, qk_dim_factor=qk_dim_factor, v_dim_factor=v_dim_factor,
+            gate_soft_cap=gate_soft_cap, chunk_size=chunk_size, backend=backend, norm_eps=norm_eps,
+        )
+        qk_width, v_width = round(qk_dim_factor * d_model), round(v_dim_factor * d_model)
+        self.n_heads = n_heads
+        self.key_dim = qk_width // n_heads
+        self.value_dim = v_width // n_heads
+        self.gate_soft_cap = gate_soft_cap
+        self.chunk_size = chunk_size
+        self.backend = backend
+        self.norm_eps = norm_eps
+        self.widths = [qk_width, qk_width, v_width, v_width]  # q, k, v, output gate
+        self.in_proj = nn.Linear(d_model, sum(self.widths), bias=False)
+        self.gate_proj = nn.Linear(d_model, 2 * n_heads)  # input, forget gate pre-activations
+        self.norm_weight = nn.Parameter(torch.ones(n_heads, self.value_dim))
+        self.out_proj = nn.Linear(v_width, d_model, bias=False)
+        with torch.no_grad():
+            self.gate_proj.weight.zero_()
+            self.gate_proj.bias[:n_heads] = -10.0
+            self.gate_proj.bias[n_heads:] = torch.linspace(3.0, 6.0, n_heads)
+
+    @classmethod
+    def check_options(
+        cls,
+        d_model: int,
+        n_heads: int = 4,
+        qk_dim_factor: float = 0.5,
+        v_dim_factor: float = 1.0,
+        gate_soft_cap: float | None = 15.0,
+        chunk_size: int = 64,
+        backend: str = "auto",
+        norm_eps: float = 1e-6,
+        **_,
+    ) -> None:
+        if n_heads < 1:
+            raise OptionError("n_heads", f"n_heads must be >= 1, got {n_heads}")
+        for key, factor in (("qk_dim_factor", qk_dim_factor), ("v_dim_factor", v_dim_factor)):
+            width = factor * d_model
+            if width < 1 or not math.isclose(width, round(width), rel_tol=1e-9):
+                raise OptionError(key, f"{key} * d_model = {factor} * {d_model} = {width:g} must be a positive integer")
+            if round(width) % n_heads:
+                raise OptionError("n_heads", f"{key} * d_model = {round(width)} is not divisible by n_heads {n_heads}")
+        if gate_soft_cap is not None and gate_soft_cap <= 0:
+            raise OptionError("gate_soft_cap", f"gate_soft_cap must be positive or None (uncapped), got {gate_soft_cap}")
+        if chunk_size < 1:
+            raise OptionError("chunk_size", f"chunk_size must be >= 1, got {chunk_size}")
+        if backend != "auto" and backend not in BACKENDS:
+            raise OptionError("backend", unknown_name_message("mLSTM backend", backend, [*BACKENDS, "auto"]))
+        if norm_eps <= 0:
+            raise OptionError("norm_eps", f"norm_eps must be positive, got {norm_eps}")
+
+    def forward(self, x: torch.Tensor, state: MLSTMState | None = None, return_state: bool = False):
+        batch, length, _ = x.shape
+        q, k, v, output_gate = self.in_proj(x).split(self.widths, dim=-1)
+        q = q.unflatten(-1, (self.n_heads, self.key_dim))
+        k = k.unflatten(-1, (self.n_heads, self.key_dim))
+        v = v.unflatten(-1, (self.n_heads, self.value_dim))
+        input_gate, forget_gate = self.gate_preactivations(x)
+        # A single token (decoding) is one recurrent step, the least work for T = 1.
+        h, new_state = mlstm(
+            q, k, v, input_gate, forget_gate,
+            initial_state=state,
+            output_final_state=True,
+            chunk_size=self.chunk_size,
+            backend="recurrent" if length == 1 else self.backend,
+        )
+        h = F.layer_norm(h.float(), (self.value_dim,), eps=self.norm_eps) * self.norm_weight.float()
+        h = h.flatten(-2) * torch.sigmoid(output_gate.float())
+        y = self.out_proj(h.to(x.dtype))
+        return (y, new_state) if return_state else y
+
+    def gate_preactivations(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x (B, T, d_model) -> soft-capped input and forget gate pre-activations, (B, T, n_heads) each.
+
+        In fp32 whatever x's dtype: the input gate is exp(i), which would turn bf16's rounding of i
+        (steps of 0.0625 near 10) into errors of up to 3% in every write.
+        """
+        gates = F.linear(x.float(), self.gate_proj.weight.float(), self.gate_proj.bias.float())
+        if self.gate_soft_cap is not None:
+            gates = self.gate_soft_cap * torch.tanh(gates / self.gate_soft_cap)
+        return gates.chunk(2, dim=-1)
+
+    def init_state(self, batch_size: int) -> MLSTMState:
+        weight = self.in_proj.weight
+        return MLSTMState.empty(
+            batch_size, self.n_heads, self.key_dim, self.value_dim, compute_dtype(weight.dtype), weight.device
+        )
+
+    def state_size(self, seq_len: int) -> int:
+        return self.n_heads * (self.key_dim * self.value_dim + self.key_dim + 1)

@@ -1,0 +1,281 @@
+"""Gated delta rule kernel: chunkwise (and fla on CUDA) against the recurrent reference."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from hypothesis import strategies as st
+
+from layerzoo.kernels import choose_gated_delta_backend, gated_delta_rule, gated_delta_rule_reference
+from layerzoo.testing import assert_close
+
+# How the log decay g and the write strength beta are drawn: typical values and the extremes
+# where exp underflows, nothing decays, nothing is written or everything is overwritten.
+G_REGIMES = ("typical", "near_zero", "zero", "very_negative", "mixed")
+BETA_REGIMES = ("uniform", "near_zero", "near_one", "exact")
+
+
+def make_gates(regime: str, shape, gen) -> torch.Tensor:
+    uniform = torch.rand(shape, generator=gen)
+    if regime == "typical":
+        return F.logsigmoid(torch.randn(shape, generator=gen) + 2)
+    if regime == "near_zero":
+        return -1e-6 * uniform
+    if regime == "zero":
+        return torch.zeros(shape)
+    if regime == "very_negative":
+        return -30 - 1000 * uniform
+    # a few steps that wipe the memory among steps that keep it
+    return torch.where(uniform < 0.1, torch.full(shape, -200.0), -1e-3 * uniform)
+
+
+def make_beta(regime: str, shape, gen) -> torch.Tensor:
+    uniform = torch.rand(shape, generator=gen)
+    if regime == "uniform":
+        return uniform
+    if regime == "near_zero":
+        return 1e-6 * uniform
+    if regime == "near_one":
+        return 1 - 1e-6 * uniform
+    return (uniform < 0.5).float()  # exactly 0 or 1
+
+
+@st.composite
+def delta_rule_case(draw, dtypes=(torch.float32, torch.bfloat16), max_length=300):
+    """Inputs (dict) with normalised keys (the kernel's use), plus kwargs for gated_delta_rule."""
+    # Mostly short sequences, sometimes several chunks long: CI time goes to the long ones.
+    length = draw(st.one_of(st.integers(1, 40), st.integers(1, 40), st.integers(41, max_length)))
+    batch, heads = draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    key_dim, value_dim = draw(st.sampled_from([4, 8, 16])), draw(st.sampled_from([4, 12, 32]))
+    dtype = draw(st.sampled_from(dtypes))
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
+    shape = (batch, length, heads)
+    inputs = {
+        "q": torch.randn(*shape, key_dim, generator=gen).to(dtype),
+        "k": F.normalize(torch.randn(*shape, key_dim, generator=gen), dim=-1).to(dtype),
+        "v": torch.randn(*shape, value_dim, generator=gen).to(dtype),
+        "g": make_gates(draw(st.sampled_from(G_REGIMES)), shape, gen),
+        "beta": make_beta(draw(st.sampled_from(BETA_REGIMES)), shape, gen),
+    }
+    if draw(st.booleans()):
+        inputs["initial_state"] = torch.randn(batch, heads, key_dim, value_dim, generator=gen)
+    kwargs = {
+        "chunk_size": draw(st.sampled_from([16, 32, 64])),
+        "scale": draw(st.one_of(st.none(), st.floats(0.1, 2.0))),
+    }
+    return inputs, kwargs
+
+
+def run_with_grads(fn, inputs: dict, grad_out: torch.Tensor, grad_state: torch.Tensor):
+    """fn(**inputs) -> (out, state); returns out, state and the gradients of every input."""
+    leaves = {name: t.detach().clone().requires_grad_() for name, t in inputs.items()}
+    out, state = fn(**leaves)
+    # The final state's gradient path counts too: streaming backpropagates through it.
+    ((out.float() * grad_out).sum() + (state * grad_state).sum()).backward()
+    return out, state, {name: t.grad for name, t in leaves.items()}
+
+
+def reference_fp64(scale=None, **inputs):
+    """The truth: the step loop in fp64 on the very same (possibly bf16-rounded) inputs."""
+    return gated_delta_rule_reference(**{name: t.double() for name, t in inputs.items()}, scale=scale)
+
+
+def load_fla_naive():
+    """fla's pure-PyTorch reference module, loaded from its file alone.
+
+    Importing the fla package pulls in transformers and takes 15 s or more; naive.py needs only
+    torch and einops.
+    """
+    spec = importlib.util.find_spec("fla")
+    if spec is None or spec.origin is None:
+        pytest.skip("flash-linear-attention is not installed")
+    path = Path(spec.origin).parent / "ops" / "gated_delta_rule" / "naive.py"
+    module_spec = importlib.util.spec_from_file_location("fla_gated_delta_rule_naive", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def seeded_like(t: torch.Tensor, seed: int) -> torch.Tensor:
+    return torch.randn(t.shape, generator=torch.Generator().manual_seed(seed))
+
+
+@given(case=delta_rule_case())
+def test_chunkwise_matches_reference_outputs_states_and_gradients(case):
+    inputs, kwargs = case
+    dtype = inputs["q"].dtype
+    grad_out = seeded_like(inputs["v"], 1)
+    batch, _, heads, key_dim = inputs["k"].shape
+    state_shape = (batch, heads, key_dim, inputs["v"].shape[-1])
+    grad_state = torch.randn(state_shape, generator=torch.Generator().manual_seed(2))
+
+    def chunkwise(**leaves):
+        return gated_delta_rule(**leaves, **kwargs, output_final_state=True, backend="chunkwise")
+
+    def truth(**leaves):
+        return reference_fp64(kwargs["scale"], **leaves)
+
+    out, state, grads = run_with_grads(chunkwise, inputs, grad_out, grad_state)
+    expected_out, expected_state, expected_grads = run_with_grads(truth, inputs, grad_out.double(), grad_state.double())
+    assert out.dtype == dtype and state.dtype == torch.float32
+    # bf16 inputs are exact in fp32 and all arithmetic is fp32, so the fp32 state is held to fp32
+    # tolerance either way; the output, and every gradient (the output's gradient is rounded to
+    # bf16 on its way back), carry bf16 rounding. fp32 gradients sum more rounding errors than
+    # the output: 10x its tolerance.
+    assert_close(out.float(), expected_out, dtype, what="output")
+    assert_close(state, expected_state, torch.float32, what="final state", scale=10)
+    for name, grad in grads.items():
+        assert_close(grad.float(), expected_grads[name], dtype, what=f"d{name}", scale=10 if dtype == torch.float32 else 1)
+
+
+@pytest.mark.parametrize("g_regime", G_REGIMES)
+@pytest.mark.parametrize("beta_regime", BETA_REGIMES)
+def test_extreme_gates_stay_finite_and_agree(g_regime, beta_regime):
+    gen = torch.Generator().manual_seed(0)
+    shape = (1, 40, 2)
+    inputs = {
+        "q": torch.randn(*shape, 8, generator=gen),
+        "k": F.normalize(torch.randn(*shape, 8, generator=gen), dim=-1),
+        "v": torch.randn(*shape, 8, generator=gen),
+        "g": make_gates(g_regime, shape, gen),
+        "beta": make_beta(beta_regime, shape, gen),
+        "initial_state": torch.randn(1, 2, 8, 8, generator=gen),
+    }
+    grad_out, grad_state = seeded_like(inputs["v"], 1), seeded_like(inputs["initial_state"], 2)
+    expected_out, expected_state, expected_grads = run_with_grads(reference_fp64, inputs, grad_out.double(), grad_state.double())
+    for backend in ("recurrent", "chunkwise"):
+
+        def kernel(**leaves):
+            return gated_delta_rule(**leaves, output_final_state=True, chunk_size=16, backend=backend)
+
+        out, state, grads = run_with_grads(kernel, inputs, grad_out, grad_state)
+        assert_close(out, expected_out, torch.float32, what=f"{backend} output")
+        assert_close(state, expected_state, torch.float32, what=f"{backend} final state")
+        for name, grad in grads.items():  # assert_close also fails on NaN or Inf
+            assert_close(grad, expected_grads[name], torch.float32, what=f"{backend} d{name}", scale=10)
+
+
+@given(case=delta_rule_case(dtypes=(torch.float32,), max_length=150), data=st.data())
+def test_two_calls_with_the_state_carried_equal_one_call(case, data):
+    inputs, kwargs = case
+    backend = data.draw(st.sampled_from(["recurrent", "chunkwise", "auto"]))
+    length = inputs["q"].shape[1]
+    split = data.draw(st.integers(0, length))
+    full, full_state = gated_delta_rule(**inputs, **kwargs, output_final_state=True, backend=backend)
+    head = {name: t[:, :split] for name, t in inputs.items() if name != "initial_state"}
+    tail = {name: t[:, split:] for name, t in inputs.items() if name != "initial_state"}
+    first, state = gated_delta_rule(**head, **kwargs, initial_state=inputs.get("initial_state"),
+                                    output_final_state=True, backend=backend)
+    second, final_state = gated_delta_rule(**tail, **kwargs, initial_state=state, output_final_state=True, backend=backend)
+    assert_close(torch.cat((first, second), dim=1), full, what=f"output split at {split} of {length}", scale=10)
+    assert_close(final_state, full_state, what="final state", scale=10)
+
+
+@given(case=delta_rule_case(dtypes=(torch.float32,), max_length=80))
+def test_reference_matches_flash_linear_attention_naive_recurrence(case):
+    naive = load_fla_naive()
+    inputs, kwargs = case
+    out, state = gated_delta_rule_reference(**inputs, scale=kwargs["scale"])
+    # fla's naive reference takes beta before g
+    fla_out, fla_state = naive.naive_recurrent_gated_delta_rule(
+        inputs["q"], inputs["k"], inputs["v"], inputs["beta"], inputs["g"], scale=kwargs["scale"],
+        initial_state=inputs.get("initial_state"), output_final_state=True,
+    )
+    assert_close(out, fla_out, what="output vs fla naive")
+    assert_close(state, fla_state, what="final state vs fla naive")
+
+
+def test_bf16_inputs_give_bf16_output_and_fp32_state():
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 20, 2, 8, generator=gen).bfloat16() for _ in range(3))
+    g, beta = -torch.rand(2, 20, 2, generator=gen), torch.rand(2, 20, 2, generator=gen)
+    for backend in ("recurrent", "chunkwise"):
+        out, state = gated_delta_rule(q, k, v, g, beta, output_final_state=True, backend=backend)
+        assert out.dtype == torch.bfloat16 and state.dtype == torch.float32
+    assert not isinstance(gated_delta_rule(q, k, v, g, beta), tuple)
+
+
+def test_empty_sequence_returns_the_initial_state():
+    q = torch.zeros(2, 0, 3, 4)
+    v, g = torch.zeros(2, 0, 3, 5), torch.zeros(2, 0, 3)
+    initial = torch.randn(2, 3, 4, 5)
+    out, state = gated_delta_rule(q, q, v, g, g, initial_state=initial, output_final_state=True)
+    assert out.shape == (2, 0, 3, 5)
+    torch.testing.assert_close(state, initial)
+    _, empty = gated_delta_rule(q, q, v, g, g, output_final_state=True)
+    assert empty.shape == (2, 3, 4, 5) and not empty.any()
+
+
+def test_choose_backend_on_cpu():
+    q = torch.zeros(1, 16, 2, 8)
+    assert choose_gated_delta_backend(q) == "chunkwise"
+    assert choose_gated_delta_backend(q[:, :1]) == "recurrent"  # one step: decoding
+    assert choose_gated_delta_backend(q, "recurrent") == "recurrent"
+
+
+def _inputs(**shapes):
+    shapes = {"q": (1, 6, 2, 8), "k": (1, 6, 2, 8), "v": (1, 6, 2, 4), "g": (1, 6, 2), "beta": (1, 6, 2), **shapes}
+    return {name: torch.zeros(shape) for name, shape in shapes.items()}
+
+
+@pytest.mark.parametrize(
+    "inputs,kwargs,match",
+    [
+        (_inputs(q=(6, 2, 8)), {}, r"q must be a 4-d tensor \(B, T, H, D\)"),
+        (_inputs(g=(1, 6, 2, 1)), {}, r"g must be a 3-d tensor \(B, T, H\)"),
+        (_inputs(k=(1, 6, 2, 4)), {}, r"q and k must have the same shape"),
+        (_inputs(v=(1, 5, 2, 4)), {}, r"v must be \(B, T, H, V\)"),
+        (_inputs(beta=(1, 6, 3)), {}, r"beta must be \(B, T, H\) = \(1, 6, 2\)"),
+        (_inputs(), {"initial_state": torch.zeros(1, 2, 4, 8)}, r"initial_state must be \(B, H, K, V\) = \(1, 2, 8, 4\)"),
+        ({**_inputs(), "v": torch.zeros(1, 6, 2, 4, dtype=torch.float64)}, {}, r"share one dtype"),
+        ({**_inputs(), "q": torch.zeros(1, 6, 2, 8, dtype=torch.long)}, {}, r"q must be a float tensor"),
+        (_inputs(), {"chunk_size": 0}, r"chunk_size must be an int >= 1, got 0"),
+        (_inputs(), {"backend": "chunkwize"}, r"unknown gated delta rule backend 'chunkwize'; did you mean 'chunkwise'\?"),
+        (_inputs(), {"backend": "fla"}, r"'fla' backend needs CUDA tensors"),
+    ],
+)
+def test_bad_inputs_raise_one_line_value_error(inputs, kwargs, match):
+    with pytest.raises(ValueError, match=match) as info:
+        gated_delta_rule(**inputs, **kwargs)
+    assert "\n" not in str(info.value)
+
+
+# fla's chunk kernel runs TF32 dot products for fp32, and rounds intermediates to bf16 for bf16.
+CUDA_TOLERANCES = {torch.float32: 1e-2 / 1e-5, torch.bfloat16: 3.0}  # scale on assert_close's tolerance
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("backend", ["fla", "chunkwise", "auto"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cuda_backends_match_reference(backend, dtype):
+    gen = torch.Generator().manual_seed(0)
+    shape = (2, 300, 4)
+    inputs = {
+        "q": torch.randn(*shape, 64, generator=gen).to(dtype),
+        "k": F.normalize(torch.randn(*shape, 64, generator=gen), dim=-1).to(dtype),
+        "v": torch.randn(*shape, 128, generator=gen).to(dtype),
+        "g": make_gates("typical", shape, gen),
+        "beta": make_beta("uniform", shape, gen),
+        "initial_state": torch.randn(2, 4, 64, 128, generator=gen),
+    }
+    cuda_inputs = {name: t.cuda() for name, t in inputs.items()}
+    grad_out, grad_state = seeded_like(inputs["v"], 1), seeded_like(inputs["initial_state"], 2)
+    assert choose_gated_delta_backend(cuda_inputs["q"]) == "fla"
+
+    def kernel(**leaves):
+        return gated_delta_rule(**leaves, output_final_state=True, backend=backend)
+
+    out, state, grads = run_with_grads(kernel, cuda_inputs, grad_out.cuda(), grad_state.cuda())
+    expected_out, expected_state, expected_grads = run_with_grads(reference_fp64, inputs, grad_out.double(), grad_state.double())
+    scale = CUDA_TOLERANCES[dtype] if backend != "chunkwise" else 10
+    assert out.dtype == dtype and state.dtype == torch.float32
+    assert_close(out.float().cpu(), expected_out, dtype, what=f"{backend} output", scale=scale)
+    assert_close(state.cpu(), expected_state, dtype, what=f"{backend} final state", scale=scale)
+    for name, grad in grads.items():
+        assert_close(grad.float().cpu(), expected_grads[name], dtype, what=f"{backend} d{name}", scale=3 * scale)

@@ -1,0 +1,232 @@
+"""mLSTM kernel: chunkwise against the recurrent step loop, plus mlstm_kernels and input checks.
+
+The truth is the step loop in fp64 on the very same (possibly bf16-rounded) inputs. In fp64, q and
+k take any sign and the match must be exact to rounding. h divides by max(|q . n|, exp(-m)), which
+is ill-conditioned where q . n nearly cancels: there any fp32 implementation, the step loop
+included, is off by up to 1e-4, and which one errs more is luck. So the fp32 and bf16 cases draw
+q, k >= 0 (no cancellation in q . n), where a low-precision kernel must meet its dtype's tolerance.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from layerzoo.kernels import MLSTMState, choose_mlstm_backend, mlstm, mlstm_reference
+from layerzoo.kernels.mlstm import BACKENDS
+from layerzoo.testing import assert_close
+
+try:  # not a dependency: the cross-check runs where NX-AI's package is installed
+    from mlstm_kernels.torch.recurrent.native_sequence import mlstm_recurrent_sequence__native_fw
+except ImportError:
+    mlstm_recurrent_sequence__native_fw = None
+
+STATE = ("C", "n", "m")
+EXTREME = 30.0
+
+
+@st.composite
+def mlstm_case(draw, dtypes=(torch.float64, torch.float32, torch.bfloat16), extreme_gates=False, max_length=300):
+    """(inputs dict q, k, v, i, f, initial state or None, chunk_size)."""
+    # Most cases short (cheap, chunk edges everywhere); a quarter cross many chunks.
+    long = draw(st.sampled_from([False, False, False, True]))
+    length = draw(st.integers(65, max_length) if long else st.integers(1, 64))
+    batch, heads = draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    key_dim = draw(st.sampled_from([4, 8, 16]))
+    value_dim = draw(st.sampled_from([d for d in (4, 6, 8, 16) if d != key_dim]))
+    dtype = draw(st.sampled_from(dtypes))
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
+    shape = (batch, length, heads)
+    if extreme_gates:
+        # Each gate all -30, all +30, or a mix: forget nothing / everything, write 1e13x / 1e-13x.
+        def gate():
+            values = torch.tensor(draw(st.sampled_from([[-EXTREME], [EXTREME], [-EXTREME, EXTREME]])))
+            return values[torch.randint(len(values), shape, generator=gen)]
+
+        i, f = gate(), gate()
+    else:
+        i = 3 * torch.randn(shape, generator=gen)
+        f = 2 + 3 * torch.randn(shape, generator=gen)
+    q, k = (torch.randn(*shape, key_dim, generator=gen) for _ in range(2))
+    if dtype != torch.float64:
+        q, k = q.abs(), k.abs()
+    inputs = {"q": q, "k": k, "v": torch.randn(*shape, value_dim, generator=gen), "i": i, "f": f}
+    inputs = {name: t.to(dtype) for name, t in inputs.items()}
+    state = None
+    if draw(st.booleans()):  # states are fp32, fp64 for fp64 inputs
+        state = MLSTMState(
+            torch.randn(batch, heads, key_dim, value_dim, generator=gen),
+            torch.randn(batch, heads, key_dim, generator=gen),
+            2 * torch.randn(batch, heads, generator=gen),
+        )
+        state = MLSTMState(*(t.to(torch.promote_types(dtype, torch.float32)) for t in state))
+    return inputs, state, draw(st.sampled_from([1, 3, 16, 32, 64]))
+
+
+def run(backend: str, inputs: dict, state: MLSTMState | None, chunk_size: int, to=None):
+    """Output, final state and input gradients of one backend, inputs cast `to` a dtype if given.
+
+    The loss reads h and the final state. The state is read in the frame of the fp64 truth's m
+    (C exp(m - m_truth)), which is the true state up to one constant factor, so every gradient
+    path through m counts without depending on which stabiliser an implementation carries.
+    """
+    leaves = {name: t.detach().to(to or t.dtype).requires_grad_() for name, t in inputs.items()}
+    state_leaves = None if state is None else MLSTMState(*(t.detach().to(to or t.dtype).requires_grad_() for t in state))
+    h, final = mlstm(**leaves, initial_state=state_leaves, output_final_state=True, chunk_size=chunk_size, backend=backend)
+    return h, final, leaves, state_leaves
+
+
+def in_frame(state: MLSTMState, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(C, n) rescaled to the stabiliser m: C exp(state.m - m), n exp(state.m - m)."""
+    factor = torch.exp(state.m.double() - m)
+    return state.C.double() * factor[..., None, None], state.n.double() * factor[..., None]
+
+
+def outputs_and_gradients(backend, inputs, state, chunk_size, to=None, m_truth=None):
+    """{name: tensor} of h, the final (C, n) in the truth's frame, and every input's gradient."""
+    h, final, leaves, state_leaves = run(backend, inputs, state, chunk_size, to)
+    m_truth = final.m.detach().double() if m_truth is None else m_truth
+    C, n = in_frame(final, m_truth)
+    gen = torch.Generator().manual_seed(1)
+    loss = sum((t * torch.randn(t.shape, generator=gen, dtype=torch.float64)).sum() for t in (h.double(), C, n))
+    loss.backward()
+    results = {"h": h, "C": C, "n": n} | {f"d{name}": t.grad for name, t in leaves.items()}
+    if state_leaves is not None:
+        results |= {f"d{name}0": t.grad for name, t in zip(STATE, state_leaves)}
+    return results, m_truth
+
+
+def check_chunkwise_against_truth(inputs, state, chunk_size):
+    dtype = inputs["q"].dtype
+    truth, m_truth = outputs_and_gradients("recurrent", inputs, state, chunk_size, to=torch.float64)
+    chunkwise, _ = outputs_and_gradients("chunkwise", inputs, state, chunk_size, m_truth=m_truth)
+    assert chunkwise["h"].dtype == dtype
+    what = f"T={inputs['q'].shape[1]}, chunk {chunk_size}"
+    for name, expected in truth.items():
+        # Gradients sum many rounded products: a few times the output tolerance, as elsewhere.
+        scale = 10 if name.startswith("d") else 1
+        assert_close(chunkwise[name].double(), expected, dtype, what=f"{what}: {name}", scale=scale)
+
+
+@given(case=mlstm_case())
+def test_chunkwise_matches_recurrent_outputs_states_and_gradients(case):
+    check_chunkwise_against_truth(*case)
+
+
+@given(case=mlstm_case(dtypes=(torch.float32,), extreme_gates=True, max_length=150))
+def test_extreme_gates_stay_finite_and_agree(case):
+    """Forget gates near 0 and 1, input gates exp(+-30): no overflow, and still the same function."""
+    check_chunkwise_against_truth(*case)  # assert_close also fails on NaN or Inf
+
+
+@given(case=mlstm_case(dtypes=(torch.float64,), max_length=150), data=st.data())
+def test_two_calls_with_the_state_carried_equal_one_call(case, data):
+    inputs, state, chunk_size = case
+    backend = data.draw(st.sampled_from(["recurrent", "chunkwise"]))
+    length = inputs["q"].shape[1]
+    split = data.draw(st.integers(0, length))
+    kwargs = {"output_final_state": True, "chunk_size": chunk_size, "backend": backend}
+    full, full_state = mlstm(**inputs, initial_state=state, **kwargs)
+    first, middle = mlstm(**{n: t[:, :split] for n, t in inputs.items()}, initial_state=state, **kwargs)
+    second, final = mlstm(**{n: t[:, split:] for n, t in inputs.items()}, initial_state=middle, **kwargs)
+    assert_close(torch.cat((first, second), dim=1), full, what=f"output split at {split} of {length}")
+    for got, want in zip(in_frame(final, full_state.m), in_frame(full_state, full_state.m)):
+        assert_close(got, want, what=f"final state split at {split} of {length}")
+
+
+def test_gradcheck_chunkwise_in_fp64():
+    """Analytic gradients of every input, the initial state included, against finite differences."""
+    gen = torch.Generator().manual_seed(0)
+    shape = (1, 5, 1)  # two chunks of 2 and a padded one
+    inputs = [
+        torch.randn(*shape, 2, generator=gen), torch.randn(*shape, 2, generator=gen),
+        torch.randn(*shape, 3, generator=gen), 3 * torch.randn(shape, generator=gen),
+        2 + 2 * torch.randn(shape, generator=gen),
+        torch.randn(1, 1, 2, 3, generator=gen), torch.randn(1, 1, 2, generator=gen), torch.randn(1, 1, generator=gen),
+    ]
+    inputs = [t.double().requires_grad_() for t in inputs]
+
+    def fn(q, k, v, i, f, C, n, m):
+        h, final = mlstm(q, k, v, i, f, initial_state=(C, n, m), output_final_state=True, chunk_size=2)
+        return h, final.C, final.n, final.m
+
+    assert torch.autograd.gradcheck(fn, inputs)
+
+
+@pytest.mark.skipif(mlstm_recurrent_sequence__native_fw is None, reason="mlstm_kernels is not installed")
+@given(case=mlstm_case(dtypes=(torch.float32,), max_length=80))
+def test_reference_matches_mlstm_kernels_native_recurrence(case):
+    inputs, state, _ = case
+    h, final = mlstm_reference(**inputs, initial_state=state)
+    heads_first = {name: t.transpose(1, 2) for name, t in inputs.items()}  # theirs: (B, H, T, ...)
+    initial = {} if state is None else {"c_initial": state.C, "n_initial": state.n, "m_initial": state.m[..., None]}
+    their_h, (C, n, m) = mlstm_recurrent_sequence__native_fw(**heads_first, **initial, return_last_states=True)
+    assert_close(h, their_h.transpose(1, 2), what="output vs mlstm_kernels")
+    for name, got, want in zip(STATE, final, (C, n, m[..., 0])):
+        assert_close(got, want, what=f"final {name} vs mlstm_kernels")
+
+
+def test_dtypes_state_type_and_return_forms():
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 9, 3, 4, generator=gen).bfloat16() for _ in range(3))
+    i, f = torch.randn(2, 9, 3, generator=gen), torch.randn(2, 9, 3, generator=gen)
+    for backend in BACKENDS:
+        h, state = mlstm(q, k, v, i, f, output_final_state=True, backend=backend)
+        assert h.dtype == torch.bfloat16 and h.shape == (2, 9, 3, 4)
+        assert isinstance(state, MLSTMState) and all(t.dtype == torch.float32 for t in state)
+        assert [tuple(t.shape) for t in state] == [(2, 3, 4, 4), (2, 3, 4), (2, 3)]
+    assert isinstance(mlstm(q, k, v, i, f), torch.Tensor)
+    as_tuple = mlstm(q, k, v, i, f, initial_state=tuple(state))
+    assert torch.equal(as_tuple, mlstm(q, k, v, i, f, initial_state=state))
+    _, fp64_state = mlstm(*(t.double() for t in (q, k, v, i, f)), output_final_state=True)
+    assert fp64_state.C.dtype == torch.float64
+
+
+def test_empty_sequence_returns_empty_output_and_the_initial_state():
+    q, v = torch.zeros(2, 0, 3, 4), torch.zeros(2, 0, 3, 5)
+    gates = torch.zeros(2, 0, 3)
+    state = MLSTMState(torch.randn(2, 3, 4, 5), torch.randn(2, 3, 4), torch.randn(2, 3))
+    h, same = mlstm(q, q, v, gates, gates, initial_state=state, output_final_state=True)
+    assert h.shape == (2, 0, 3, 5)
+    assert all(torch.equal(a, b) for a, b in zip(same, state))
+    _, empty = mlstm(q, q, v, gates, gates, output_final_state=True)
+    assert all(not t.any() for t in empty)
+
+
+def test_choose_backend():
+    q = torch.zeros(1, 4, 2, 8)
+    assert choose_mlstm_backend(q) == "chunkwise"
+    assert choose_mlstm_backend(q, "recurrent") == "recurrent"
+    assert set(BACKENDS) >= {"recurrent", "chunkwise"}
+
+
+def _inputs(q=(1, 6, 2, 4), k=None, v=(1, 6, 2, 5), i=(1, 6, 2), f=None, dtype=torch.float32):
+    return (torch.zeros(q, dtype=dtype), torch.zeros(k or q), torch.zeros(v), torch.zeros(i), torch.zeros(f or i))
+
+
+@pytest.mark.parametrize(
+    "inputs,kwargs,match",
+    [
+        (_inputs(q=(6, 2, 4)), {}, r"q must be a 4-d tensor \(B, T, H, Dk\), got \(6, 2, 4\)"),
+        (_inputs(k=(1, 6, 2, 3)), {}, r"q and k must have the same shape"),
+        (_inputs(v=(1, 5, 2, 5)), {}, r"v must match q in \(B, T, H\)"),
+        (_inputs(i=(1, 6)), {}, r"i must be a 3-d tensor"),
+        (_inputs(f=(1, 6, 3)), {}, r"f must have shape \(B, T, H\) = \(1, 6, 2\), got \(1, 6, 3\)"),
+        (_inputs(dtype=torch.float64), {}, r"share one float dtype"),
+        (_inputs(dtype=torch.int64), {}, r"share one float dtype"),
+        (_inputs(), {"chunk_size": 0}, r"chunk_size must be an integer >= 1, got 0"),
+        (_inputs(), {"chunk_size": True}, r"chunk_size must be an integer"),
+        (_inputs(), {"backend": "chunkwize"}, r"unknown mLSTM backend 'chunkwize'; did you mean 'chunkwise'\?"),
+        (_inputs(), {"initial_state": torch.zeros(1, 2, 4, 5)}, r"initial_state must be an MLSTMState or a \(C, n, m\) tuple"),
+        (_inputs(), {"initial_state": (torch.zeros(1, 2, 4, 4), torch.zeros(1, 2, 4), torch.zeros(1, 2))},
+         r"initial_state.C must be a float tensor of shape \(1, 2, 4, 5\)"),
+        (_inputs(), {"initial_state": (torch.zeros(1, 2, 4, 5), torch.zeros(1, 2, 4), torch.zeros(1, 2, 1))},
+         r"initial_state.m must be a float tensor of shape \(1, 2\)"),
+    ],
+)
+def test_bad_inputs_raise_one_line_value_error(inputs, kwargs, match):
+    with pytest.raises(ValueError, match=match) as info:
+        mlstm(*inputs, **kwargs)
+    assert "\n" not in str(info.value)
