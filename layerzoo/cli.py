@@ -19,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     describe.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                           help="override a spec value, e.g. --set model.d_model=256 (repeatable)")
     describe.add_argument("--dump", action="store_true", help="print the resolved spec as YAML instead")
+    add_training_commands(commands)
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)
@@ -59,26 +60,38 @@ def describe(args: argparse.Namespace) -> int:
     if args.dump:
         print(spec.to_yaml(), end="")
         return 0
+    if spec.model is None:
+        raise ValueError(f"{spec.name}: describe needs a model: section; this spec wraps a Hugging Face checkpoint")
     model = build(spec, device="meta")  # counts parameters without allocating them
+    stack = getattr(model, "base", model)  # ARMT wraps a CausalLM layer stack
     config = spec.model
+    # ARMT attends within a segment (plus its memory tokens); across segments only (A, z) remain
+    span = args.seq_len if spec.armt is None else min(args.seq_len, spec.armt.segment_size + spec.armt.num_mem_tokens)
+    memories = getattr(model, "memories", {})
     rows = []
-    for index, (layer, block) in enumerate(zip(config.layers, model.blocks)):
+    for index, (layer, block) in enumerate(zip(config.layers, stack.blocks)):
         defaults = get_mixer(layer.type).options
         options = ", ".join(f"{k}={v}" for k, v in layer.options.items() if v != defaults[k].default)
-        rows.append((str(index), layer.name, f"{count(block):,}", f"{block.mixer.state_size(args.seq_len):,}",
+        name = layer.name + (" + memory" if str(index) in memories else "")
+        params = count(block) + (count(memories[str(index)]) if str(index) in memories else 0)
+        rows.append((str(index), name, f"{params:,}", f"{block.mixer.state_size(span):,}",
                      "-" if layer.ffn_hidden is None else str(layer.ffn_hidden), options))
-    header = ("layer", "mixer", "params", f"state@{args.seq_len}", "ffn", "options")
+    header = ("layer", "mixer", "params", f"state@{span}", "ffn", "options")
     widths = [max(len(row[i]) for row in rows + [header]) for i in range(len(header))]
     print(f"{spec.name or spec.source}: {spec.description or ''}".rstrip(": "))
     for row in [header] + rows:
         print("  ".join(cell.ljust(width) if i in (1, 5) else cell.rjust(width) for i, (cell, width) in enumerate(zip(row, widths))).rstrip())
     total = count(model)
-    embedding = model.embedding.weight.numel()
-    head = 0 if config.tie_embeddings else model.head.weight.numel()
+    embedding = stack.embedding.weight.numel()
+    head = 0 if config.tie_embeddings else stack.head.weight.numel()
     print(f"d_model {config.d_model}, {config.n_layers} layers, vocab {config.vocab_size}, "
           f"embeddings {'tied' if config.tie_embeddings else 'untied'}")
     print(f"parameters: {total:,} ({human(total)}); without embedding and head: {human(total - embedding - head)}")
-    print(f"state per sequence at {args.seq_len:,} tokens: {model.state_size(args.seq_len):,} elements")
+    if spec.armt is not None:
+        print(f"ARMT: segments of {spec.armt.segment_size} tokens + {spec.armt.num_mem_tokens} memory tokens, "
+              f"associative memory in layers {sorted(map(int, memories))}; the state column is within one segment")
+    else:
+        print(f"state per sequence at {args.seq_len:,} tokens: {model.state_size(args.seq_len):,} elements")
     return 0
 
 
@@ -93,7 +106,66 @@ def human(n: int) -> str:
     return str(n)
 
 
-COMMANDS = {"specs": list_specs, "mixers": list_mixers, "describe": describe}
+def add_training_commands(commands) -> None:
+    train = commands.add_parser("train", help="train a spec on its training: section, then evaluate it (torchrun for DDP)")
+    train.add_argument("spec", help="a shipped spec name or a YAML path with a training: section")
+    train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a spec value, e.g. --set training.steps=100 (repeatable)")
+    train.add_argument("--out", help="run folder (default: training.out_dir, else runs/<spec name>)")
+    train.add_argument("--resume", action="store_true", help="continue from the run folder's latest checkpoint")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    evaluate = commands.add_parser("eval", help="length x depth accuracy of a checkpoint: table, JSON and heatmap PNG")
+    evaluate.add_argument("checkpoint", help="a checkpoint folder, or a run folder (its latest checkpoint)")
+    evaluate.add_argument("--lengths", type=int, nargs="+", help="context lengths (default: the spec's training.eval.lengths)")
+    evaluate.add_argument("--depths", type=float, nargs="+", help="needle depths in [0, 1] (default: the spec's)")
+    evaluate.add_argument("--window", type=int, help="test window of the SWA layers (default: the training's long window)")
+    evaluate.add_argument("--samples", type=int, help="examples per cell (default: training.eval.samples)")
+    evaluate.add_argument("--out", help="folder for the JSON and PNG (default: the checkpoint's run folder)")
+
+
+def train(args: argparse.Namespace) -> int:
+    from .training.distributed import teardown
+    from .training.report import grid_report
+    from .training.trainer import autocast_context, train as run
+
+    result = run(args.spec, args.overrides, run_dir=args.out, resume=args.resume, progress=not args.no_progress)
+    autocast = autocast_context(result.spec.training.precision, result.context.device)
+    grid_report(result.model, result.spec, result.task, result.run_dir, context=result.context, autocast=autocast)
+    teardown(result.context)
+    return 0
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    import dataclasses
+    from pathlib import Path
+
+    from .assemblies import build
+    from .tasks import make_task
+    from .training.checkpoint import CheckpointError, checkpoint_spec, latest_checkpoint, load_weights
+    from .training.report import grid_report
+
+    checkpoint = latest_checkpoint(args.checkpoint)
+    if checkpoint is None:
+        raise CheckpointError(f"{args.checkpoint}: no checkpoint there (expected trainer.json or checkpoints/step-*)")
+    spec = checkpoint_spec(checkpoint)
+    if spec.training is None:
+        raise CheckpointError(f"{checkpoint}: its spec has no training: section naming a task")
+    for name, values in (("--lengths", args.lengths or []), ("--samples", [args.samples or 1]), ("--window", [args.window or 1])):
+        if any(value < 1 for value in values):
+            raise ValueError(f"{name} must be >= 1, got {values}")
+    if any(not 0 <= depth <= 1 for depth in args.depths or []):
+        raise ValueError(f"--depths must lie in [0, 1], got {args.depths}")
+    model = build(spec)
+    load_weights(checkpoint, model)
+    task = make_task(spec.training.task.name, spec.training.task.options, spec.model.vocab_size)
+    if hasattr(task, "split"):
+        task = dataclasses.replace(task, split="eval")  # held-out text
+    out = Path(args.out) if args.out else checkpoint.parent.parent
+    grid_report(model, spec, task, out, lengths=args.lengths, depths=args.depths, window=args.window, samples=args.samples)
+    return 0
+
+
+COMMANDS = {"specs": list_specs, "mixers": list_mixers, "describe": describe, "train": train, "eval": evaluate}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -43,9 +43,12 @@ class CausalLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, state: list[Any] | None = None, return_state: bool = False):
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be (batch, length), got shape {tuple(input_ids.shape)}")
+        return self.forward_embeddings(self.embedding(input_ids), state, return_state)
+
+    def forward_embeddings(self, x: torch.Tensor, state: list[Any] | None = None, return_state: bool = False):
+        """forward from token embeddings x (B, T, d_model), e.g. with ARMT's memory tokens appended."""
         if state is not None and len(state) != len(self.blocks):
             raise ValueError(f"state has {len(state)} layers, the model {len(self.blocks)}")
-        x = self.embedding(input_ids)
         new_state = []
         for index, block in enumerate(self.blocks):
             x, layer_state = block(x, None if state is None else state[index], return_state=True)
@@ -74,10 +77,16 @@ def build(spec: str | Path | dict | Spec | ModelConfig, overrides: list[str] = (
           dtype: torch.dtype | None = None) -> CausalLM:
     """A CausalLM from a shipped spec name, a YAML path, a dict, a Spec or a ModelConfig.
 
+    A spec with an `armt:` section gives an ARMT model (layerzoo.assemblies.armt) instead.
+
     overrides: `dotted.key=value` strings applied on top, as `--set` on the command line.
     device="meta" builds without allocating (to count parameters of a large spec).
     """
     spec = Spec(model=spec) if isinstance(spec, ModelConfig) else load_spec(spec, overrides)
+    if spec.armt is not None:
+        from .armt import build_armt  # the ARMT package imports this module
+
+        return build_armt(spec, device, dtype)
     with torch.device(device or "cpu"):
         model = CausalLM(spec)
     return model.to(dtype=dtype) if dtype is not None else model

@@ -7,6 +7,7 @@ from .sliding_window import (
 )
 from .gated_delta_rule import choose_gated_delta_backend, gated_delta_rule, gated_delta_rule_reference
 from .mlstm import MLSTMState, choose_mlstm_backend, mlstm, mlstm_reference
+from .assoc_memory import Memory, associative_read, associative_update  # noqa: F401
 
 __all__ = [
     "choose_swa_backend",

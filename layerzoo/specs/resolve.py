@@ -12,13 +12,13 @@ from ..errors import closest, unknown_name_message
 from ..mixers.base import OptionError
 from ..registry import get_mixer, list_mixers
 from ..blocks.swiglu import ffn_hidden_size
-from .config import LayerConfig, MixerConfig, ModelConfig
+from .config import ARMTConfig, LayerConfig, MixerConfig, ModelConfig
 from .options import check_type, type_name
 from .yaml_source import KeyPath, Locations, SpecError, fail, read_yaml_file
 
 SHIPPED_DIR = Path(__file__).parent / "shipped"
 
-TOP_KEYS = {"name": str, "description": str, "extends": str, "model": dict}
+TOP_KEYS = {"name": str, "description": str, "extends": str, "model": dict, "training": dict, "armt": dict, "base": dict}
 MODEL_KEYS = {
     "d_model": int, "n_layers": int, "vocab_size": int, "mixers": dict, "pattern": list, "layers": list,
     "ffn": (dict, bool), "norm": dict, "tie_embeddings": bool, "init_std": float,
@@ -26,6 +26,13 @@ MODEL_KEYS = {
 }
 FFN_KEYS = {"hidden": (int, type(None)), "mult": float, "multiple_of": int}
 NORM_KEYS = {"eps": float}
+ARMT_KEYS = {
+    # null unsets an extended spec's choice, to switch between indices and a pattern
+    "segment_size": int, "num_mem_tokens": int, "d_mem": int, "memory_layers": (list, type(None)),
+    "memory_pattern": (list, type(None)),
+    "n_heads": int, "normalize": bool, "truncate_segments": (int, type(None)), "checkpoint_segments": bool,
+}
+BASE_KEYS = {"hf_checkpoint": str}
 
 
 def shipped_specs() -> list[str]:
@@ -281,3 +288,29 @@ def apply_override(layers: list[LayerConfig], index: Any, override: Any, mixers:
     options = check_mixer_options(kind, options, locations, path)
     check_mixer_fits(MixerConfig(kind, options), d_model, locations, path)
     layers[index] = LayerConfig(name, kind, options, ffn)
+
+
+def resolve_armt(section: dict, locations: Locations, model: ModelConfig | None) -> ARMTConfig:
+    """Validate the `armt:` section; against the model's layers and width when it has a `model:`."""
+    path = ("armt",)
+    check_keys(section, ARMT_KEYS, locations, path)
+    for key in ("segment_size", "num_mem_tokens"):
+        if key not in section:
+            raise fail(locations, path, f"missing required key {key!r}")
+    try:
+        config = ARMTConfig(**section)
+        if model is not None:
+            config.layer_indices(model.n_layers)
+            get_mixer("assoc_memory").cls.check_options(model.d_model, d_mem=config.d_mem, n_heads=config.n_heads)
+    except OptionError as error:
+        key = path + tuple(int(part) if part.isdigit() else part for part in error.key.split("."))
+        raise fail(locations, key if key in locations else path, str(error)) from None
+    return config
+
+
+def resolve_base(section: dict, locations: Locations) -> str:
+    """The `base:` section: the directory of a Hugging Face checkpoint (save_pretrained) to wrap."""
+    check_keys(section, BASE_KEYS, locations, ("base",))
+    if "hf_checkpoint" not in section:
+        raise fail(locations, ("base",), "missing required key 'hf_checkpoint' (a save_pretrained directory)")
+    return section["hf_checkpoint"]

@@ -1,0 +1,53 @@
+"""ARMT models from specs, and around existing models: `wrap` and `build_armt`."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ...specs import Spec
+from ...specs.config import ARMTConfig
+from ..causal_lm import CausalLM
+from .model import ARMT
+
+
+def wrap(model: nn.Module | str | Path, config: ARMTConfig | None = None, **options: Any) -> ARMT:
+    """ARMT around a causal LM: a transformers model, a save_pretrained directory, or a layerzoo CausalLM.
+
+    options are ARMTConfig fields, e.g. wrap(model, segment_size=512, num_mem_tokens=16,
+    memory_layers=[6, -1]); or pass a whole `config`. The memory starts neutral (W_v = 0), so the
+    wrapped model's logits equal the base model's until it is trained.
+    """
+    if config is None:
+        config = ARMTConfig(**options)
+    elif options:
+        raise TypeError("pass either config or ARMT options, not both")
+    if isinstance(model, (str, Path)):
+        model = load_hf_checkpoint(model)
+    return ARMT(model, config)
+
+
+def load_hf_checkpoint(path: str | Path) -> nn.Module:
+    """A transformers causal LM from a local save_pretrained directory (never the hub)."""
+    if not (Path(path) / "config.json").is_file():
+        raise FileNotFoundError(f"{path}: not a Hugging Face checkpoint directory (no config.json)")
+    try:
+        from transformers import AutoModelForCausalLM
+    except ImportError:
+        raise ImportError("wrapping a Hugging Face checkpoint needs transformers: pip install transformers") from None
+    return AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True)
+
+
+def build_armt(spec: Spec, device: Any = None, dtype: torch.dtype | None = None) -> ARMT:
+    """The ARMT a spec describes: around its `model:` stack (built fresh) or its `base:` checkpoint."""
+    if spec.hf_checkpoint is not None:
+        base = load_hf_checkpoint(spec.hf_checkpoint).to(device=device or "cpu")
+    else:
+        with torch.device(device or "cpu"):
+            base = CausalLM(dataclasses.replace(spec, armt=None))
+    model = ARMT(base, spec.armt)
+    return model.to(dtype=dtype) if dtype is not None else model

@@ -1,0 +1,170 @@
+"""ARMT: a causal LM run segment by segment, with associative memory carried between segments.
+
+Each segment is extended with M learned memory tokens, [segment; memory], and run through the base
+model with positions local to the segment. Before each memory layer every token reads the memory,
+h <- h + read(h); after it the layer's outputs at the memory tokens are written into the memory.
+Nothing else crosses a segment boundary: the memory tokens are not carried, only (A, z) per
+memory layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from ...kernels.assoc_memory import Memory
+from ...mixers.assoc_memory import AssociativeMemory
+from ...specs.config import ARMTConfig
+from ..generate import generate
+from .backbones import backbone_for
+from .hooks import SegmentPass, memory_hooks
+
+IGNORE_INDEX = -100
+
+
+@dataclass
+class ARMTState:
+    """Streaming state of an ARMT model.
+
+    memory: per memory layer (ascending layer order), its Memory (A, z) in fp32, None while empty.
+    cache: the base model's cache over the current segment's tokens so far; None at a segment
+    start. A layerzoo model's cache is a list of mixer states (a value, reusable); a transformers
+    model's is a transformers Cache, which the next call extends in place (continue it once).
+    length: tokens of the current segment seen so far, 0 <= length < segment_size.
+    """
+
+    memory: tuple[Memory | None, ...]
+    cache: Any
+    length: int
+
+
+class ARMT(nn.Module):
+    """Associative recurrent memory transformer around a base causal LM.
+
+    forward(input_ids (B, T) long) -> logits (B, T, V) over all segments, or (logits, state) with
+    return_state. Segments end at multiples of segment_size counted from the first token of the
+    stream, so any split of a sequence into calls with the state threaded through equals one call;
+    a segment's memory write happens in the call that completes it. With labels (B, T) (the
+    Hugging Face convention: labels[t + 1] is the target at t, IGNORE_INDEX skipped) it returns the
+    mean next-token loss over all segments instead of the logits, each segment's logits dropped
+    once its share of the loss is taken.
+
+    Plain attributes you may change between calls: truncate_segments (K: the memory carries
+    gradients only across the last K segments of a call; None: across all) and
+    checkpoint_segments (recompute each segment in backward instead of storing its activations).
+    """
+
+    def __init__(self, base: nn.Module, config: ARMTConfig):
+        super().__init__()
+        self.backbone = backbone_for(base)  # views into `base`; the module itself is registered below
+        self.base = base
+        self.armt_config = config
+        self.config = base.config  # the base model's, as on a transformers model (vocab_size etc.)
+        self.segment_size = config.segment_size
+        self.num_mem_tokens = config.num_mem_tokens
+        self.truncate_segments = config.truncate_segments
+        self.checkpoint_segments = config.checkpoint_segments
+        self.memory_layers = config.layer_indices(len(self.backbone.layers))
+        needed = config.segment_size + config.num_mem_tokens
+        if self.backbone.max_positions is not None and needed > self.backbone.max_positions:
+            raise ValueError(f"segment_size + num_mem_tokens = {needed} exceeds the base model's "
+                             f"{self.backbone.max_positions} positions")
+        reference = next(base.parameters())
+        d_model = self.backbone.d_model
+        tokens = torch.randn(config.num_mem_tokens, d_model, device=reference.device) * 0.02
+        self.memory_tokens = nn.Parameter(tokens.to(reference.dtype))
+        self.memories = nn.ModuleDict({
+            str(index): AssociativeMemory(d_model, config.segment_size, config.d_mem, config.n_heads, config.normalize)
+            for index in self.memory_layers
+        })
+        # Not self.to(): that would also cast the base model's fp32 buffers (RoPE frequencies).
+        self.memories.to(reference.device, reference.dtype)
+
+    def forward(self, input_ids: torch.Tensor, state: ARMTState | None = None, return_state: bool = False,
+                labels: torch.Tensor | None = None):
+        self._check_inputs(input_ids, state, labels)
+        state = state or self.init_state(input_ids.shape[0])
+        targets = None if labels is None else F.pad(labels[:, 1:], (0, 1), value=IGNORE_INDEX)
+        memory, cache, filled = state.memory, state.cache, state.length
+        pieces = self._pieces(input_ids.shape[1], filled)
+        outputs = []
+        for index, (start, end) in enumerate(pieces):
+            # Cutting the memory that enters segment n - K (and every earlier one) leaves gradient
+            # paths through the memory only within the last K segments.
+            if self.truncate_segments is not None and index <= len(pieces) - self.truncate_segments:
+                memory = tuple(None if m is None else Memory(*(t.detach() for t in m)) for m in memory)
+            complete = filled + end - start == self.segment_size
+            keep_cache = return_state and not complete
+            piece_targets = None if targets is None else targets[:, start:end]
+            args = (input_ids[:, start:end], memory, cache, filled, complete, keep_cache, piece_targets)
+            if self.checkpoint_segments and torch.is_grad_enabled() and cache is None and not keep_cache:
+                # Cache-free passes only: recomputing one would extend a transformers cache twice.
+                output, memory, cache = checkpoint(self._segment, *args, use_reentrant=False)
+            else:
+                output, memory, cache = self._segment(*args)
+            outputs.append(output)
+            filled = 0 if complete else filled + end - start
+        new_state = ARMTState(memory, cache, filled)
+        if labels is None:
+            result = torch.cat(outputs, dim=1)
+        else:
+            total, count = (torch.stack(parts).sum(0) for parts in zip(*outputs))
+            result = total / count.clamp_min(1)
+        return (result, new_state) if return_state else result
+
+    def _segment(self, input_ids, memory, cache, offset, complete, keep_cache, targets):
+        """One pass of the base model over a piece of a segment; with `complete`, the memory tokens too.
+
+        Returns (logits (B, L, V), or (loss sum, target count) with targets; the memory after the
+        pass; the base cache when keep_cache).
+        """
+        embeds = self.backbone.embed(input_ids)
+        if complete:
+            tokens = self.memory_tokens.to(embeds.dtype).expand(embeds.shape[0], -1, -1)
+            embeds = torch.cat((embeds, tokens), dim=1)
+        segment = SegmentPass(dict(zip(self.memory_layers, memory)), self.num_mem_tokens if complete else 0)
+        memories = {index: self.memories[str(index)] for index in self.memory_layers}
+        with memory_hooks(self.backbone.layers, memories, segment):
+            logits, cache = self.backbone.run(embeds, cache, offset, keep_cache or cache is not None)
+        logits = logits[:, :input_ids.shape[1]]
+        if complete:
+            memory = tuple(segment.written[index] for index in self.memory_layers)
+        cache = cache if keep_cache else None
+        if targets is None:
+            return logits, memory, cache
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE_INDEX, reduction="sum")
+        return (loss, (targets != IGNORE_INDEX).sum()), memory, cache
+
+    def _pieces(self, length: int, filled: int) -> list[tuple[int, int]]:
+        """(start, end) of each call piece: the rest of the current segment, then whole segments."""
+        pieces, start = [], 0
+        while start < length:
+            end = min(length, start + self.segment_size - filled)
+            pieces.append((start, end))
+            start, filled = end, 0
+        return pieces
+
+    def _check_inputs(self, input_ids: torch.Tensor, state: ARMTState | None, labels: torch.Tensor | None) -> None:
+        if input_ids.dim() != 2 or input_ids.shape[1] == 0 or input_ids.is_floating_point():
+            raise ValueError(f"input_ids must be integer token ids (batch, length >= 1), got {input_ids.dtype} "
+                             f"of shape {tuple(input_ids.shape)}")
+        if labels is not None and labels.shape != input_ids.shape:
+            raise ValueError(f"labels must have the shape of input_ids {tuple(input_ids.shape)}, got {tuple(labels.shape)}")
+        if state is not None and (not isinstance(state, ARMTState) or len(state.memory) != len(self.memory_layers)):
+            raise ValueError(f"state must be the ARMTState of this model ({len(self.memory_layers)} memory layers), "
+                             f"got {type(state).__name__}")
+
+    def init_state(self, batch_size: int) -> ARMTState:
+        """The state of a fresh stream: empty memories, at the start of a segment."""
+        return ARMTState((None,) * len(self.memory_layers), None, 0)
+
+    def adapter_state_dict(self) -> dict[str, torch.Tensor]:
+        """The ARMT's own weights (memory tokens and memory layers), without the base model's."""
+        return {name: tensor for name, tensor in self.state_dict().items() if not name.startswith("base.")}
+
+    generate = generate

@@ -1,0 +1,157 @@
+"""ARMT's associative memory: the read and write the ARMT assembly places around blocks, and a mixer.
+
+ARMT proper is not a token mixer: it reads memory into the residual stream before a block and
+writes the block's outputs at M memory tokens appended to each segment, so it wraps a block and
+needs the assembly's segmenting (`layerzoo.assemblies.armt`). What this module offers beside that
+is the same memory under the mixer contract, placed like any mixer in a spec pattern.
+
+As a mixer there are no memory tokens, so every token is written: the input is cut into segments
+at absolute positions that are multiples of `segment_size`; each token reads the memory as it
+stood at the start of its segment, and each segment's tokens are written, against that same
+memory, when the segment completes. Because a write is a sum over tokens against the memory of the
+segment start, a partial segment's increments can be carried in the state and completed by later
+calls; so any split of a sequence equals one call, the state has constant size, and the mixer
+passes the registry's conformance checks honestly. It sees nothing of its own segment: pair it
+with (sliding-window) attention that covers a segment.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..kernels.assoc_memory import NU, Memory, associative_read, associative_update, empty_memory
+from ..registry import register_mixer
+from .base import Mixer, OptionError
+
+BACKENDS = ("auto", "reference", "vectorized")
+
+
+@dataclass
+class AssocMemoryState:
+    """Streaming state of the mixer form (all tensors fp32, batch first).
+
+    memory: (A, z) as of the last segment boundary: what the current segment's tokens read.
+    pending: increments the current segment's tokens have written so far, against `memory`;
+    added to it when the segment completes.
+    position: tokens seen so far; segments end at multiples of segment_size.
+    """
+
+    memory: Memory
+    pending: Memory
+    position: int
+
+
+# One head of 16 dims in tests: a read is a ratio, and with heads of a few dims DPFP's sparse features
+# leave some tokens with almost no overlap with the memory, where bf16 rounding moves the ratio a lot.
+@register_mixer("assoc_memory", test_options={"segment_size": 4, "d_mem": 16, "zero_init_values": False})
+class AssociativeMemory(Mixer):
+    """ARMT associative memory (DPFP features, delta-rule write); as a mixer, a segment-level memory.
+
+    Shapes: x (B, T, d_model) -> (B, T, d_model). Per head, keys are d_mem / n_heads wide before
+    the DPFP feature map (2 * 3 * d_mem / n_heads after it) and values d_model / n_heads wide.
+    q = phi(W_q x), k = phi(W_k x), v = W_v x, beta = sigmoid(W_b x), one beta per head.
+    Initialisation as in ARMT: W_q, W_k, W_b uniform +-1/sqrt(d_model), W_b bias +1, and W_v zero,
+    so that a wrapped pretrained model starts out unchanged. zero_init_values=False draws W_v like
+    W_k instead: in a stack trained from scratch a zero W_v keeps the memory empty, and W_q, W_k,
+    W_b without gradient, until W_v has moved.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        segment_size: int = 64,
+        d_mem: int = 64,
+        n_heads: int = 1,
+        normalize: bool = True,
+        zero_init_values: bool = True,
+        backend: str = "auto",
+    ):
+        super().__init__(d_model)
+        self.check_options(d_model, segment_size=segment_size, d_mem=d_mem, n_heads=n_heads, backend=backend)
+        self.segment_size = segment_size
+        self.d_mem = d_mem
+        self.n_heads = n_heads
+        self.normalize = normalize
+        self.backend = backend
+        self.query = nn.Linear(d_model, d_mem, bias=False)
+        self.key = nn.Linear(d_model, d_mem, bias=False)
+        self.value = nn.Linear(d_model, d_model, bias=False)
+        self.beta = nn.Linear(d_model, n_heads)
+        bound = 1 / math.sqrt(d_model)
+        for layer in (self.query, self.key, self.beta):
+            nn.init.uniform_(layer.weight, -bound, bound)
+        nn.init.constant_(self.beta.bias, 1.0)
+        if zero_init_values:
+            nn.init.zeros_(self.value.weight)
+        else:
+            nn.init.uniform_(self.value.weight, -bound, bound)
+
+    @classmethod
+    def check_options(cls, d_model: int, segment_size: int = 64, d_mem: int = 64, n_heads: int = 1,
+                      backend: str = "auto", **_) -> None:
+        for key, value in (("segment_size", segment_size), ("d_mem", d_mem), ("n_heads", n_heads)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise OptionError(key, f"{key} must be an integer >= 1, got {value!r}")
+        if d_mem % n_heads:
+            raise OptionError("n_heads", f"d_mem {d_mem} is not divisible by n_heads {n_heads}")
+        if d_model % n_heads:
+            raise OptionError("n_heads", f"d_model {d_model} is not divisible by n_heads {n_heads}")
+        if backend not in BACKENDS:
+            raise OptionError("backend", f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+
+    @property
+    def key_dim(self) -> int:
+        """Width of a head's key after the feature map."""
+        return 2 * NU * self.d_mem // self.n_heads
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, width) -> (B, T, n_heads, width / n_heads)."""
+        return x.view(*x.shape[:2], self.n_heads, -1)
+
+    def read(self, x: torch.Tensor, memory: Memory) -> torch.Tensor:
+        """x: (B, T, d_model) -> what the memory returns for each token, (B, T, d_model) in x's dtype."""
+        out = associative_read(self._heads(self.query(x)), memory, normalize=self.normalize, backend=self.backend)
+        return out.reshape(x.shape).to(x.dtype)
+
+    def update(self, x: torch.Tensor, memory: Memory | None) -> Memory:
+        """The increments of writing tokens x (B, M, d_model) against `memory` (None: empty)."""
+        return associative_update(
+            self._heads(self.key(x)), self._heads(self.value(x)), torch.sigmoid(self.beta(x)), memory,
+            normalize=self.normalize, backend=self.backend,
+        )
+
+    def write(self, x: torch.Tensor, memory: Memory | None) -> Memory:
+        """The memory after writing tokens x (B, M, d_model) into it (None: empty)."""
+        update = self.update(x, memory)
+        return update if memory is None else memory.plus(update)
+
+    def forward(self, x: torch.Tensor, state: AssocMemoryState | None = None, return_state: bool = False):
+        """The mixer form: each token reads the memory of its segment's start; segments are written whole."""
+        state = state or self.init_state(x.shape[0])
+        memory, pending, position = state.memory, state.pending, state.position
+        outputs = [x.new_zeros(x.shape[0], 0, self.d_model)]
+        start = 0
+        while start < x.shape[1]:
+            end = min(x.shape[1], start + self.segment_size - position % self.segment_size)
+            piece = x[:, start:end]
+            outputs.append(self.read(piece, memory))
+            pending = pending.plus(self.update(piece, memory))
+            position += end - start
+            if position % self.segment_size == 0:
+                memory, pending = memory.plus(pending), Memory(*map(torch.zeros_like, pending))
+            start = end
+        y = torch.cat(outputs, dim=1)
+        return (y, AssocMemoryState(memory, pending, position)) if return_state else y
+
+    def init_state(self, batch_size: int) -> AssocMemoryState:
+        shape = (batch_size, self.n_heads, self.key_dim, self.d_model // self.n_heads)
+        device = self.query.weight.device
+        return AssocMemoryState(empty_memory(*shape, device=device), empty_memory(*shape, device=device), 0)
+
+    def state_size(self, seq_len: int) -> int:
+        """Two (A, z) pairs, the committed memory and the current segment's writes: constant."""
+        return 2 * self.n_heads * self.key_dim * (self.d_model // self.n_heads + 1)

@@ -1,0 +1,34 @@
+"""Synthetic and file-based training tasks, generated on the fly from seeds (no downloads)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ..errors import unknown_name_message
+from ..mixers.base import OptionError
+from .base import IGNORE, Batch, Task, example_seed
+from .byte_lm import ByteLM
+from .mqar import MQAR
+from .niah import NIAH, VARIANTS
+
+TASKS: dict[str, type[Task]] = {task.name: task for task in (MQAR, NIAH, ByteLM)}
+
+
+def make_task(name: str, options: dict[str, Any], vocab_size: int) -> Task:
+    """The task `name` with `options`, bound and checked against a model of `vocab_size` tokens.
+
+    Raises OptionError(key, message) for an unknown name or option, or a value the task cannot take.
+    """
+    if name not in TASKS:
+        raise OptionError("name", unknown_name_message("task", name, TASKS))
+    known = [f.name for f in dataclasses.fields(TASKS[name])]
+    for key in options:
+        if key not in known:
+            raise OptionError(key, unknown_name_message(f"option of task {name}", key, known))
+    task = TASKS[name](**options).bind(vocab_size)
+    task.check(vocab_size)
+    return task
+
+
+__all__ = ["IGNORE", "TASKS", "VARIANTS", "Batch", "ByteLM", "MQAR", "NIAH", "Task", "example_seed", "make_task"]

@@ -1,0 +1,84 @@
+"""What every task is: a seeded generator of (input_ids, targets) examples, and batching of them."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+import torch
+
+from ..mixers.base import OptionError
+
+IGNORE = -100  # the target of a position that is not scored (torch cross_entropy's ignore_index)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """input_ids (B, T) long; targets (B, T) long, already shifted: targets[:, t] is what the model
+    should predict at position t, IGNORE where nothing is scored."""
+
+    input_ids: torch.Tensor
+    targets: torch.Tensor
+
+    @property
+    def scored(self) -> int:
+        return int((self.targets != IGNORE).sum())
+
+
+@dataclass(frozen=True)
+class Task:
+    """Base of the task dataclasses: their fields are the options a spec's `training.task` sets.
+
+    Subclasses implement `example(seq_len, generator, depth)` -> (input_ids (T,), targets (T,)).
+    """
+
+    name: ClassVar[str] = ""
+    has_depth: ClassVar[bool] = False  # whether `depth` (needle position, 0..1) means anything
+
+    def bind(self, vocab_size: int) -> "Task":
+        """This task with options that default to the model's (vocab_size) filled in."""
+        return self
+
+    def check(self, vocab_size: int) -> None:
+        """Raise OptionError(key, message) for options this task or the model's vocabulary cannot take."""
+
+    def example(self, seq_len: int, generator: torch.Generator, depth: float | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def min_seq_len(self) -> int:
+        """The shortest sequence an example fits in."""
+        return 2
+
+    def batch(self, seq_len: int, seeds: list[int], depth: float | None = None) -> Batch:
+        """One example per seed, stacked: the same seeds always give the same batch."""
+        if seq_len < self.min_seq_len():
+            raise ValueError(f"task {self.name}: seq_len {seq_len} is too short (needs >= {self.min_seq_len()})")
+        pairs = [self.example(seq_len, torch.Generator().manual_seed(seed), depth) for seed in seeds]
+        return Batch(torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs]))
+
+    def options(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def example_seed(*parts: int | str) -> int:
+    """A 63-bit seed from (run seed, step, index...): stateless, so resumed and sharded runs draw
+    exactly the examples an uninterrupted single process would."""
+    digest = hashlib.blake2b(",".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def randint(generator: torch.Generator, low: int, high: int, size: int = 1) -> torch.Tensor:
+    """size integers uniform in [low, high)."""
+    return torch.randint(low, high, (size,), generator=generator)
+
+
+def sample_distinct(generator: torch.Generator, low: int, high: int, count: int) -> torch.Tensor:
+    """count distinct integers from [low, high), in random order."""
+    return low + torch.randperm(high - low, generator=generator)[:count]
+
+
+def require(condition: bool, key: str, message: str) -> None:
+    if not condition:
+        raise OptionError(key, message)

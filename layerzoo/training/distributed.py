@@ -1,0 +1,72 @@
+"""Data parallelism under torchrun: process group, device, DDP or FSDP2 wrapping, reductions.
+
+Without torchrun's environment (WORLD_SIZE unset or 1) everything here is a no-op, so the same
+trainer runs as one plain process.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Context:
+    rank: int
+    world_size: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def setup() -> Context:
+    """Join torchrun's process group (nccl on GPUs, gloo on CPU) and pick this rank's device."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    if world_size > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return Context(rank, world_size, device)
+
+
+def teardown(context: Context) -> None:
+    if context.distributed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def wrap(model: nn.Module, context: Context, strategy: str) -> nn.Module:
+    """DDP (replicated weights, averaged gradients) or FSDP2 fully_shard (each block sharded)."""
+    if not context.distributed:
+        return model
+    if strategy == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        for block in model.blocks:
+            fully_shard(block)
+        return fully_shard(model)
+    device_ids = [context.device.index] if context.device.type == "cuda" else None
+    return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+
+
+def all_sum(values: list[float], context: Context, device: torch.device) -> list[float]:
+    """Element-wise sums over ranks (token counts, loss sums) in float64."""
+    if not context.distributed:
+        return values
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor)
+    return tensor.tolist()

@@ -1,0 +1,100 @@
+"""Scoring a model on a task: loss and accuracy on the scored tokens, alone or over a
+context-length x needle-depth grid (the NIAH heatmap), at any test window."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..mixers.attention import SlidingWindowAttention, set_window
+from ..tasks import IGNORE, Batch, Task, example_seed
+from .distributed import Context, all_sum
+
+LOCAL = Context(rank=0, world_size=1, device=torch.device("cpu"))
+
+
+def score(model: nn.Module, batch: Batch, autocast: contextlib.AbstractContextManager) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(summed cross-entropy (0-d, differentiable), correct argmax predictions (0-d), scored tokens)
+    over the positions of batch.targets that are not IGNORE."""
+    with autocast:
+        logits = model(batch.input_ids)
+    logits = logits.float()
+    targets = batch.targets
+    loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE, reduction="sum")
+    correct = ((logits.argmax(-1) == targets) & (targets != IGNORE)).sum()
+    return loss, correct, batch.scored
+
+
+@contextlib.contextmanager
+def at_window(model: nn.Module, window: int | None) -> Iterator[None]:
+    """Run the SWA layers at `window` (None: unchanged) inside the block, then restore each layer's own."""
+    layers = [m for m in model.modules() if isinstance(m, SlidingWindowAttention)]
+    saved = [layer.window for layer in layers]
+    if window is not None:
+        set_window(model, window)
+    try:
+        yield
+    finally:
+        for layer, old in zip(layers, saved):
+            layer.window = old
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, task: Task, seq_len: int, samples: int, seed: int, *, depth: float | None = None,
+             batch_size: int = 16, context: Context = LOCAL, autocast=contextlib.nullcontext()) -> dict[str, float]:
+    """Mean loss and accuracy over the scored tokens of `samples` seeded examples (the same ones
+    every call), the samples split over data-parallel ranks."""
+    was_training = model.training
+    model.eval()
+    mine = list(range(samples))[context.rank::context.world_size]
+    loss = correct = count = 0.0
+    for start in range(0, len(mine), batch_size):
+        seeds = [example_seed(seed, "eval", seq_len, depth, index) for index in mine[start:start + batch_size]]
+        batch = task.batch(seq_len, seeds, depth=depth)
+        batch = Batch(batch.input_ids.to(context.device), batch.targets.to(context.device))
+        batch_loss, batch_correct, batch_count = score(model, batch, autocast)
+        loss, correct, count = loss + batch_loss.item(), correct + batch_correct.item(), count + batch_count
+    loss, correct, count = all_sum([loss, correct, count], context, context.device)
+    model.train(was_training)
+    return {"loss": loss / max(count, 1), "accuracy": correct / max(count, 1)}
+
+
+def evaluate_grid(model: nn.Module, task: Task, lengths: list[int], depths: list[float], samples: int, seed: int, *,
+                  window: int | None = None, batch_size: int = 16, context: Context = LOCAL,
+                  autocast=contextlib.nullcontext()) -> dict:
+    """Accuracy at each (length, depth); a task without depths gets one column of depth None.
+
+    Tasks with several variants (the NIAH suite) are scored per variant with samples/len(variants)
+    examples each; the cell is the mean over variants, as RULER averages its tasks.
+    Returns {"window", "lengths", "depths", "accuracy": [[...] per depth], "variants": {name: grid}}.
+    """
+    depths = list(depths) if task.has_depth else [None]
+    variants = getattr(task, "variants", None) or (None,)
+    per_variant = {}
+    with at_window(model, window):
+        for variant in variants:
+            sub = dataclasses.replace(task, variants=(variant,)) if variant else task
+            per_variant[variant or task.name] = [
+                [evaluate(model, sub, length, math.ceil(samples / len(variants)), seed, depth=depth,
+                          batch_size=batch_size, context=context, autocast=autocast)["accuracy"] for length in lengths]
+                for depth in depths]
+    grids = list(per_variant.values())
+    mean = [[sum(g[i][j] for g in grids) / len(grids) for j in range(len(lengths))] for i in range(len(depths))]
+    return {"window": window, "lengths": list(lengths), "depths": depths, "accuracy": mean, "variants": per_variant}
+
+
+def format_table(grid: dict) -> str:
+    """Rows: needle depth; columns: context length; cells: accuracy in percent."""
+    head = ["depth \\ length"] + [str(length) for length in grid["lengths"]]
+    rows = [[("-" if depth is None else f"{depth:.2f}")] + [f"{100 * a:.1f}" for a in accuracies]
+            for depth, accuracies in zip(grid["depths"], grid["accuracy"])]
+    means = [sum(column) / len(column) for column in zip(*grid["accuracy"])]
+    rows.append(["mean"] + [f"{100 * a:.1f}" for a in means])
+    widths = [max(len(row[i]) for row in [head] + rows) for i in range(len(head))]
+    return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in [head] + rows)

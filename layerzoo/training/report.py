@@ -1,0 +1,40 @@
+"""The length x depth evaluation of a trained model: table on stdout, JSON and heatmap PNG on disk."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from torch import nn
+
+from ..specs import Spec
+from ..tasks import Task
+from .distributed import Context
+from .evaluate import LOCAL, evaluate_grid, format_table
+from .heatmap import plot_heatmap
+
+
+def grid_report(model: nn.Module, spec: Spec, task: Task, out_dir: str | Path, *, lengths: list[int] | None = None,
+                depths: list[float] | None = None, window: int | None = None, samples: int | None = None,
+                context: Context = LOCAL, autocast=None) -> dict:
+    """Evaluate the grid (defaults from the spec's training.eval), print the table, write
+    <out_dir>/eval-window<W>.json and .png (rank 0 only); returns the grid."""
+    config = spec.training.eval
+    lengths = list(lengths or config.lengths or [spec.training.seq_len])
+    depths = list(depths or config.depths)
+    window = window or config.window or spec.training.window.long
+    extra = {} if autocast is None else {"autocast": autocast}
+    grid = evaluate_grid(model, task, lengths, depths, samples or config.samples, spec.training.seed + 2,
+                         window=window, batch_size=config.batch_size, context=context, **extra)
+    if context.is_main:
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        stem = out_dir / f"eval-window{window or 'spec'}"
+        grid = {"spec": spec.name, "task": task.name, "train_length": spec.training.seq_len, **grid}
+        Path(f"{stem}.json").write_text(json.dumps(grid, indent=1))
+        plot_heatmap(grid, f"{stem}.png", title=f"{spec.name or 'model'}: {task.name} accuracy",
+                     train_length=spec.training.seq_len)
+        print(f"{task.name} accuracy (%), test window {window or 'as in spec'}, trained at length {spec.training.seq_len}:")
+        print(format_table(grid))
+        print(f"wrote {stem}.json and {stem}.png")
+    return grid

@@ -1,0 +1,206 @@
+"""The training loop: a spec with a `training:` section -> a trained model in a run folder.
+
+Everything random is keyed by (seed, step, example index): the examples, the window of a step,
+the segment count. A resumed run and an N-process run therefore see exactly what one
+uninterrupted process with the same global batch sees; the loss of a step is normalised by the
+scored tokens of the whole global batch, so gradients match too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from ..assemblies import build
+from ..errors import LayerzooError
+from ..mixers.attention import set_window
+from ..specs import Spec, load_spec
+from ..tasks import Batch, Task, example_seed, make_task
+from . import distributed
+from .checkpoint import checkpoint_dir, latest_checkpoint, load_training_state, load_weights, save_checkpoint
+from .config import TrainingConfig
+from .curriculum import Curriculum
+from .evaluate import at_window, evaluate, score
+from .schedules import WindowSchedule, learning_rate
+
+
+class TrainingError(LayerzooError):
+    """A training run that cannot start as configured."""
+
+
+@dataclasses.dataclass
+class RunResult:
+    run_dir: Path
+    model: nn.Module  # unwrapped, on this rank's device
+    spec: Spec
+    task: Task
+    metrics: dict[str, Any]
+    context: distributed.Context
+
+
+def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | Path | None = None,
+          resume: bool = False, progress: bool = True) -> RunResult:
+    """Train `spec` (a name, path or Spec with a `training:` section) into run_dir.
+
+    run_dir defaults to training.out_dir, else runs/<spec name>; it receives metrics.jsonl and
+    checkpoints/step-N/. resume=True continues from its latest checkpoint.
+    """
+    spec = load_spec(spec, overrides)
+    config = spec.training
+    if config is None:
+        raise TrainingError(f"spec {spec.name or spec.source} has no training: section to train with")
+    context = distributed.setup()
+    run_dir = Path(run_dir or config.out_dir or Path("runs") / (spec.name or "run"))
+    share = check_batch(config, context.world_size)
+    torch.manual_seed(config.seed)  # identical initial weights on every rank
+    model = build(spec).to(context.device)
+    task = make_task(config.task.name, config.task.options, spec.model.vocab_size)
+    eval_task = dataclasses.replace(task, split="eval") if hasattr(task, "split") else task
+    start_step, checkpoint = 0, None
+    if resume:
+        checkpoint = latest_checkpoint(run_dir)
+        if checkpoint is None:
+            raise TrainingError(f"{run_dir}: no checkpoint to resume from")
+        load_weights(checkpoint, model, spec)
+    wrapped = distributed.wrap(model, context, config.parallel)
+    optimizer = make_optimizer(wrapped, config)
+    if checkpoint is not None:
+        start_step = load_training_state(checkpoint, wrapped, optimizer)["step"]
+    windows = WindowSchedule(config.window, config.steps, config.seed)
+    curriculum = make_curriculum(config, model)
+    autocast = autocast_context(config.precision, context.device)
+    log = MetricsLog(run_dir / "metrics.jsonl" if context.is_main else None, append=resume)
+    bar = tqdm(total=config.steps, initial=start_step, unit="step", dynamic_ncols=True, mininterval=0.5,
+               disable=not (progress and context.is_main))
+    started, tokens_seen, metrics = time.perf_counter(), 0, {}
+    for step in range(start_step, config.steps):
+        window = windows.window(step)
+        if window is not None:
+            set_window(model, window)
+        seq_len = config.seq_len
+        lr_step, lr_total = step, config.steps
+        if curriculum is not None:
+            seq_len = curriculum.seq_len(step)
+            lr_step, lr_total = curriculum.stage_progress(step)
+            if hasattr(model, "num_segments"):
+                model.num_segments = curriculum.segments(step)
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(lr_step, lr_total, config.optimizer)
+        batches = step_batches(task, config, step, seq_len, share, context)
+        loss, correct, count, grad_norm = train_step(wrapped, optimizer, batches, config, context, autocast)
+        tokens_seen += config.batch_size * seq_len
+        metrics = {"step": step + 1, "loss": loss, "accuracy": correct, "lr": optimizer.param_groups[0]["lr"],
+                   "window": window, "seq_len": seq_len, "grad_norm": grad_norm,
+                   "tokens_per_s": tokens_seen / (time.perf_counter() - started)}
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss:.3f}", acc=f"{correct:.3f}", tok_s=f"{metrics['tokens_per_s']:.0f}", refresh=False)
+        last = step + 1 == config.steps
+        if (step + 1) % config.log_every == 0 or last:
+            log.write(metrics)
+        if (step + 1) % config.eval.every == 0 or last:
+            with at_window(model, windows.eval_window):
+                result = evaluate(wrapped, eval_task, config.seq_len, config.eval.samples, config.seed + 1,
+                                  batch_size=config.eval.batch_size, context=context, autocast=autocast)
+            metrics.update({f"eval_{key}": value for key, value in result.items()})
+            log.write({"step": step + 1, **{f"eval_{key}": value for key, value in result.items()}})
+            if context.is_main and progress:
+                bar.write(f"step {step + 1}: eval loss {result['loss']:.4f}, accuracy {result['accuracy']:.3f}")
+        if (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0) or last:
+            save_checkpoint(checkpoint_dir(run_dir, step + 1), wrapped, optimizer, spec, step + 1, metrics,
+                            write=context.is_main)
+    bar.close()
+    if windows.eval_window is not None:
+        set_window(model, windows.eval_window)
+    return RunResult(run_dir, model, spec, eval_task, metrics, context)
+
+
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batches: list[Batch], config: TrainingConfig,
+               context: distributed.Context, autocast) -> tuple[float, float, float, float]:
+    """One optimizer step over this rank's micro-batches; returns global (loss, accuracy, tokens, grad norm)."""
+    model.train()
+    local = sum(batch.scored for batch in batches)
+    (total,) = distributed.all_sum([float(local)], context, context.device)
+    # DDP averages gradients over ranks, hence * world_size: the sum is over the global batch
+    scale = context.world_size / max(total, 1.0)
+    loss_sum = correct = 0.0
+    for batch in batches:
+        loss, hits, _ = score(model, batch, autocast)
+        (loss * scale).backward()
+        loss_sum, correct = loss_sum + loss.item(), correct + hits.item()
+    clip = config.optimizer.grad_clip
+    grad_norm = nn.utils.clip_grad_norm_(model.parameters(), clip if clip else float("inf"))
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    loss_sum, correct = distributed.all_sum([loss_sum, correct], context, context.device)
+    return loss_sum / max(total, 1.0), correct / max(total, 1.0), total, float(grad_norm)
+
+
+def step_batches(task: Task, config: TrainingConfig, step: int, seq_len: int, share: int,
+                 context: distributed.Context) -> list[Batch]:
+    """This rank's slice of the step's global batch, cut into grad_accum micro-batches."""
+    first = context.rank * share
+    micro = share // config.grad_accum
+    batches = []
+    for start in range(first, first + share, micro):
+        seeds = [example_seed(config.seed, "train", step, index) for index in range(start, start + micro)]
+        batch = task.batch(seq_len, seeds)
+        batches.append(Batch(batch.input_ids.to(context.device), batch.targets.to(context.device)))
+    return batches
+
+
+def check_batch(config: TrainingConfig, world_size: int) -> int:
+    """Examples per rank per step; the global batch must split evenly over ranks and micro-batches."""
+    if config.batch_size % (world_size * config.grad_accum):
+        raise TrainingError(f"training.batch_size {config.batch_size} does not split over {world_size} processes "
+                            f"x {config.grad_accum} accumulation steps")
+    return config.batch_size // world_size
+
+
+def make_optimizer(model: nn.Module, config: TrainingConfig) -> torch.optim.AdamW:
+    """AdamW; weight decay on matrices (projections, embeddings) only, not on norms and biases."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    decay = [p for p in params if p.dim() >= 2]
+    rest = [p for p in params if p.dim() < 2]
+    settings = config.optimizer
+    groups = [{"params": decay, "weight_decay": settings.weight_decay}, {"params": rest, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=settings.lr, betas=(settings.beta1, settings.beta2))
+
+
+def make_curriculum(config: TrainingConfig, model: nn.Module) -> Curriculum | None:
+    if config.curriculum is None:
+        return None
+    length = config.curriculum.segment_size or getattr(model, "segment_size", None)
+    if not length:
+        raise TrainingError("training.curriculum: set segment_size, or train a model that has one (ARMT)")
+    return Curriculum(config.curriculum, config.steps, length, config.seed)
+
+
+def autocast_context(precision: str, device: torch.device):
+    """bf16 autocast when asked for, or with precision auto on a GPU that supports bf16; else fp32."""
+    use_bf16 = precision == "bf16" or (
+        precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported())
+    return torch.autocast(device.type, dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
+
+
+class MetricsLog:
+    """One JSON object per line; a None path (ranks other than 0) writes nothing."""
+
+    def __init__(self, path: Path | None, append: bool):
+        self.path = path
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not append:
+                path.write_text("")
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.path is not None:
+            with self.path.open("a") as file:
+                file.write(json.dumps(record) + "\n")

@@ -1,0 +1,78 @@
+import json
+import shutil
+
+import pytest
+import torch
+
+import layerzoo
+from layerzoo.training.checkpoint import (
+    CheckpointError, checkpoint_spec, latest_checkpoint, load_training_state, load_weights, save_checkpoint,
+)
+from layerzoo.training.trainer import make_optimizer, train
+
+
+def losses(run_dir):
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return {r["step"]: r["loss"] for r in records if "loss" in r}
+
+
+def trained(spec_path, tmp_path):
+    spec = layerzoo.load_spec(spec_path)
+    torch.manual_seed(0)
+    model = layerzoo.build(spec)
+    optimizer = make_optimizer(model, spec.training)
+    for _ in range(2):
+        model(torch.randint(0, 64, (2, 16))).float().pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    return spec, model, optimizer
+
+
+def test_round_trip_is_bit_exact(tiny_spec, tmp_path):
+    spec, model, optimizer = trained(tiny_spec, tmp_path)
+    torch.manual_seed(123)
+    save_checkpoint(tmp_path / "ckpt", model, optimizer, spec, step=2)
+    rng_after_save = torch.rand(3)
+    torch.manual_seed(999)
+    fresh = layerzoo.build(spec)
+    fresh_optimizer = make_optimizer(fresh, spec.training)
+    load_weights(tmp_path / "ckpt", fresh, spec)
+    meta = load_training_state(tmp_path / "ckpt", fresh, fresh_optimizer)
+    assert meta["step"] == 2
+    assert torch.equal(torch.rand(3), rng_after_save)
+    for (name, a), (_, b) in zip(model.state_dict().items(), fresh.state_dict().items()):
+        assert torch.equal(a, b), name
+    assert fresh.head.weight is fresh.embedding.weight  # ties survive loading
+    before, after = optimizer.state_dict(), fresh_optimizer.state_dict()
+    assert before["param_groups"] == after["param_groups"]
+    for index, state in before["state"].items():
+        for key, value in state.items():
+            assert torch.equal(value, after["state"][index][key]), (index, key)
+
+
+def test_a_resumed_run_continues_the_same_loss_curve(tiny_spec, tmp_path):
+    settings = ["training.steps=6", "training.checkpoint_every=3"]
+    whole = train(tiny_spec, settings, run_dir=tmp_path / "whole", progress=False).run_dir
+    interrupted = tmp_path / "interrupted"
+    shutil.copytree(whole, interrupted)
+    shutil.rmtree(interrupted / "checkpoints" / "step-00000006")
+    assert latest_checkpoint(interrupted).name == "step-00000003"
+    train(tiny_spec, settings, run_dir=interrupted, resume=True, progress=False)
+    assert losses(interrupted) == losses(whole)  # steps 4..6 recomputed, equal to the bit
+
+
+def test_a_checkpoint_refuses_another_spec(tiny_spec, tmp_path):
+    spec, model, optimizer = trained(tiny_spec, tmp_path)
+    save_checkpoint(tmp_path / "ckpt", model, optimizer, spec, step=2)
+    other = layerzoo.load_spec(tiny_spec, ["model.d_model=48"])
+    with pytest.raises(CheckpointError, match=r"model\.d_model is 32 in the checkpoint, 48 in the spec"):
+        load_weights(tmp_path / "ckpt", layerzoo.build(other), other)
+    with pytest.raises(CheckpointError, match="not a layerzoo checkpoint"):
+        checkpoint_spec(tmp_path)
+
+
+def test_resume_without_a_checkpoint_is_an_error(tiny_spec, tmp_path):
+    from layerzoo.training.trainer import TrainingError
+
+    with pytest.raises(TrainingError, match="no checkpoint to resume from"):
+        train(tiny_spec, run_dir=tmp_path / "empty", resume=True, progress=False)
