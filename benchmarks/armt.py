@@ -16,9 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -26,6 +24,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import layerzoo  # noqa: E402
+
+from common import CLEAR_REFS, markdown_table, probe_in_subprocess, rss_rise_bytes, timed_runs  # noqa: E402
 
 METHODS = ("armt", "base")
 
@@ -51,28 +51,10 @@ def run(model, method: str, ids: torch.Tensor) -> None:
         _, state = model(segment, state=state, return_state=True)
 
 
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def median_seconds(args, model, method: str, ids: torch.Tensor) -> float:
-    run(model, method, ids)  # warm-up
-    sync(args.device)
-    times = []
-    while len(times) < args.reps and (len(times) < 2 or sum(times) < args.budget):
-        start = time.perf_counter()
-        run(model, method, ids)
-        sync(args.device)
-        times.append(time.perf_counter() - start)
+    times = timed_runs(lambda: run(model, method, ids), args.device, reps=args.reps, budget=args.budget,
+                       warmup=1, min_runs=2)
     return statistics.median(times)
-
-
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise KeyError(field)
 
 
 def probe_memory(args, method: str, n_segments: int) -> int:
@@ -90,29 +72,21 @@ def probe_memory(args, method: str, n_segments: int) -> int:
         before = torch.cuda.memory_allocated()
         run(model, method, ids)
         return torch.cuda.max_memory_allocated() - before
-    Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM) to the current RSS
-    before = _status_kib("VmRSS")
-    run(model, method, ids)
-    return (_status_kib("VmHWM") - before) * 1024
-
-
-def peak_bytes(method: str, n_segments: int) -> int:
-    cmd = [sys.executable, __file__, *sys.argv[1:], "--probe-memory", method, str(n_segments)]
-    return int(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()[-1])
+    return rss_rise_bytes(lambda: run(model, method, ids))
 
 
 def markdown(rows: list[dict], memory: bool) -> str:
     head = ["segments", "tokens", "ARMT ms/segment", "base ms/segment", "time ratio base/ARMT"]
     if memory:
         head += ["ARMT peak MiB", "base peak MiB"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    table = []
     for row in rows:
         cells = [str(row["segments"]), str(row["tokens"]), f"{row['armt']['ms_per_segment']:.1f}",
                  f"{row['base']['ms_per_segment']:.1f}", f"{row['base']['ms_per_segment'] / row['armt']['ms_per_segment']:.1f}x"]
         if memory:
             cells += [f"{row[m]['peak_bytes'] / 2**20:.1f}" for m in METHODS]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        table.append(cells)
+    return markdown_table(head, table)
 
 
 def main() -> None:
@@ -136,7 +110,7 @@ def main() -> None:
         method, n_segments = args.probe_memory
         print(probe_memory(args, method, int(n_segments)))
         return
-    memory = args.memory and (args.device.startswith("cuda") or Path("/proc/self/clear_refs").exists())
+    memory = args.memory and (args.device.startswith("cuda") or CLEAR_REFS.exists())
 
     model = build(args)
     rows = []
@@ -146,7 +120,7 @@ def main() -> None:
         for method in METHODS:
             row[method] = {"ms_per_segment": median_seconds(args, model, method, ids) * 1e3 / n_segments}
             if memory:
-                row[method]["peak_bytes"] = peak_bytes(method, n_segments)
+                row[method]["peak_bytes"] = probe_in_subprocess(__file__, method, n_segments)
         rows.append(row)
         print(f"{n_segments} segments done", file=sys.stderr, flush=True)
 

@@ -14,11 +14,9 @@ and backward, and would dominate the run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -27,6 +25,10 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from layerzoo.kernels import gated_delta_rule  # noqa: E402
+
+from common import (  # noqa: E402
+    add_chunkwise_shape_arguments, markdown_table, matmul, scaling_exponent, sweep_parser, timed_runs,
+)
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 SPEEDUP_AT = 4096
@@ -46,27 +48,13 @@ def make_inputs(args, seq_len: int, requires_grad: bool):
     return [t.requires_grad_(requires_grad) for t in tensors]
 
 
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def best_seconds(args, fn) -> float:
     """Fastest of up to args.reps runs after args.warmup, fewer (>= 3) once args.budget is spent.
 
     The minimum, not the median: on a machine shared with other jobs, noise only ever adds time,
     and a median of a few runs still moves with the load.
     """
-    for _ in range(args.warmup):
-        fn()
-        sync(args.device)
-    times = []
-    while len(times) < args.reps and (len(times) < 3 or sum(times) < args.budget):
-        start = time.perf_counter()
-        fn()
-        sync(args.device)
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return min(timed_runs(fn, args.device, reps=args.reps, budget=args.budget, warmup=args.warmup))
 
 
 def time_backend(args, backend: str, seq_len: int) -> dict:
@@ -101,41 +89,27 @@ def chunkwise_flops(args, seq_len: int) -> float:
 
 def matmul_gflops(args) -> float:
     """This machine's fp32 matmul rate: the best of a few n x n products."""
-    n = 4096 if args.device.startswith("cuda") else 2048
-    a, b = (torch.randn(n, n, device=args.device) for _ in range(2))
-    return 2 * n**3 / best_seconds(args, lambda: a @ b) / 1e9
-
-
-def scaling_exponent(rows: list[dict], key: str) -> float:
-    """Least-squares slope of log time against log T (1.0 is linear)."""
-    points = [(math.log(r["seq_len"]), math.log(r["chunkwise"][key])) for r in rows if "chunkwise" in r]
-    mean_x = sum(x for x, _ in points) / len(points)
-    mean_y = sum(y for _, y in points) / len(points)
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points)
+    fn, flops = matmul(args.device, 4096 if args.device.startswith("cuda") else 2048)
+    return flops / best_seconds(args, fn) / 1e9
 
 
 def markdown(rows: list[dict], backends: list[str]) -> str:
     head = ["T"] + [f"{b} {kind} ms" for b in backends for kind in ("fwd", "fwd+bwd")]
     head += ["chunkwise fwd GFLOP/s", "of matmul peak"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    table = []
     for r in rows:
         cells = [str(r["seq_len"])]
         for b in backends:
             timing = r.get(b)
             cells += [f"{timing[k] * 1e3:.1f}" if timing else "skipped" for k in ("forward_s", "forward_backward_s")]
         cells += [f"{r['chunkwise_gflops']:.1f}", f"{r['fraction_of_matmul']:.0%}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        table.append(cells)
+    return markdown_table(head, table)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seq-lens", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--key-dim", type=int, default=64)
-    parser.add_argument("--value-dim", type=int, default=128)
-    parser.add_argument("--chunk-size", type=int, default=64)
+    parser = sweep_parser(__doc__)
+    add_chunkwise_shape_arguments(parser)
     parser.add_argument("--dtype", choices=DTYPES, default="fp32")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice); 1 steadies "
@@ -169,7 +143,8 @@ def main() -> None:
             summary[f"speedup_{key[:-2]}_at_{SPEEDUP_AT}"] = at["recurrent"][key] / at["chunkwise"][key]
     if len(rows) > 1:
         for key in ("forward_s", "forward_backward_s"):
-            summary[f"chunkwise_{key[:-2]}_scaling_exponent"] = scaling_exponent(rows, key)
+            summary[f"chunkwise_{key[:-2]}_scaling_exponent"] = scaling_exponent(
+                [r["seq_len"] for r in rows], [r["chunkwise"][key] for r in rows])
 
     print(
         f"gated delta rule, B={args.batch}, H={args.heads}, K={args.key_dim}, V={args.value_dim}, "

@@ -16,9 +16,7 @@ that hits the chunkwise kernel's (L, L) blocks, not the step loop's small tensor
 
 from __future__ import annotations
 
-import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -29,6 +27,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from layerzoo.kernels import mlstm  # noqa: E402
+
+from common import (  # noqa: E402
+    add_chunkwise_shape_arguments, markdown_table, matmul, scaling_exponent, sweep_parser, sync,
+)
 
 try:  # not a dependency: compared when installed
     from mlstm_kernels.torch.chunkwise.native import mlstm_chunkwise__native_autograd
@@ -62,11 +64,6 @@ def kernel(args, backend: str):
     if backend == "mlstm_kernels":
         return lambda *inputs: mlstm_chunkwise__native_autograd(*inputs, chunk_size=args.chunk_size)
     return lambda *inputs: mlstm(*inputs, chunk_size=args.chunk_size, backend=backend)
-
-
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def runners(args, backend: str, seq_len: int) -> dict:
@@ -119,12 +116,6 @@ def chunkwise_matmul_flops(args, seq_len: int) -> int:
     return args.batch * args.heads * seq_len * (2 * chunk * dk + 2 * chunk * dv + 4 * dk * dv)
 
 
-def matmul(device: str, size: int = 2048):
-    """A (size, size) fp32 torch.matmul, the machine's reference rate, and its FLOPs."""
-    a, b = (torch.randn(size, size, device=device) for _ in range(2))
-    return lambda: a @ b, 2 * size**3
-
-
 def measure(args, backends: list[str]) -> tuple[list[dict], float]:
     """One row per T with each backend's best times (None where skipped), and the matmul GFLOP/s."""
     matmul_fn, matmul_flops = matmul(args.device)
@@ -154,16 +145,6 @@ def measure(args, backends: list[str]) -> tuple[list[dict], float]:
     return rows, peak
 
 
-def growth_exponent(rows: list[dict], key: str) -> float | None:
-    """Least-squares slope of log(chunkwise time) against log(T): 1.0 is linear."""
-    points = [(math.log(r["seq_len"]), math.log(r["chunkwise"][key])) for r in rows]
-    if len(points) < 2:
-        return None
-    mean_x = sum(x for x, _ in points) / len(points)
-    mean_y = sum(y for _, y in points) / len(points)
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points)
-
-
 def ms(result: dict | None, key: str) -> str:
     return "skipped" if result is None else f"{result[key] * 1e3:.1f}"
 
@@ -171,7 +152,7 @@ def ms(result: dict | None, key: str) -> str:
 def markdown(rows: list[dict], backends: list[str]) -> str:
     head = ["T"] + [f"{b} fwd ms" for b in backends] + [f"{b} fwd+bwd ms" for b in backends]
     head += ["speedup fwd", "speedup fwd+bwd", "chunkwise GFLOP/s", "of matmul", "chunkwise fwd ms / 1k tokens"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    table = []
     for r in rows:
         cells = [str(r["seq_len"])]
         cells += [ms(r[b], "forward_s") for b in backends]
@@ -179,18 +160,13 @@ def markdown(rows: list[dict], backends: list[str]) -> str:
         cells += [f"{r[k]:.0f}x" if r[k] else "—" for k in ("speedup_forward", "speedup_forward_backward")]
         cells += [f"{r['chunkwise_gflops']:.1f}", f"{r['fraction_of_matmul']:.0%}",
                   f"{r['chunkwise']['forward_s'] * 1e6 / r['seq_len']:.2f}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        table.append(cells)
+    return markdown_table(head, table)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seq-lens", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--key-dim", type=int, default=64)
-    parser.add_argument("--value-dim", type=int, default=128)
-    parser.add_argument("--chunk-size", type=int, default=64)
+    parser = sweep_parser(__doc__)
+    add_chunkwise_shape_arguments(parser)
     parser.add_argument("--dtype", choices=DTYPES, default="fp32", help="of q, k, v (gates stay fp32)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1,
@@ -212,10 +188,11 @@ def main() -> None:
     backends = ["recurrent", "chunkwise"] + (["mlstm_kernels"] if mlstm_chunkwise__native_autograd else [])
     rows, peak = measure(args, backends)
 
+    seq_lens = [r["seq_len"] for r in rows]
     summary = {
         "matmul_gflops": peak,
-        "growth_exponent_forward": growth_exponent(rows, "forward_s"),
-        "growth_exponent_forward_backward": growth_exponent(rows, "forward_backward_s"),
+        **{f"growth_exponent_{key}": scaling_exponent(seq_lens, [r["chunkwise"][f"{key}_s"] for r in rows])
+           for key in ("forward", "forward_backward")},
         f"speedup_at_{SPEEDUP_AT}": next(
             ({k: r[f"speedup_{k}"] for k in ("forward", "forward_backward")} for r in rows if r["seq_len"] == SPEEDUP_AT and r["recurrent"]),
             None,

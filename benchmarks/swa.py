@@ -15,9 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -27,6 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from layerzoo.kernels import choose_swa_backend, sliding_window_attention  # noqa: E402
 from layerzoo.kernels.sliding_window import sliding_window_mask  # noqa: E402
+
+from common import (  # noqa: E402
+    CLEAR_REFS, markdown_table, probe_in_subprocess, rss_rise_bytes, sweep_parser, timed_runs,
+)
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 METHODS = ("ours", "dense")
@@ -63,22 +65,9 @@ def forward_backward(fn, q, k, v, grad_out) -> None:
     q.grad = k.grad = v.grad = None
 
 
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def median_seconds(args, fn) -> float:
     """Median of up to args.reps runs after args.warmup, fewer (>= 3) when one run is slow."""
-    for _ in range(args.warmup):
-        fn()
-        sync(args.device)
-    times = []
-    while len(times) < args.reps and (len(times) < 3 or sum(times) < args.budget):
-        start = time.perf_counter()
-        fn()
-        sync(args.device)
-        times.append(time.perf_counter() - start)
+    times = timed_runs(fn, args.device, reps=args.reps, budget=args.budget, warmup=args.warmup)
     return statistics.median(times)
 
 
@@ -93,13 +82,6 @@ def time_method(args, method: str, seq_len: int) -> dict:
     return {"forward_s": forward, "forward_backward_s": forward_backward_s}
 
 
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/self/status")
-
-
 def probe_memory(args, method: str, seq_len: int) -> int:
     """Child side: bytes by which one forward+backward raises this process's resident set."""
     # Small warm-ups first, so one-off costs (thread pools, lazily loaded kernels) are not counted.
@@ -109,18 +91,9 @@ def probe_memory(args, method: str, seq_len: int) -> int:
         forward_backward(attention_fn(args, method, small), *inputs, torch.randn_like(inputs[0]))
     inputs = make_inputs(args, seq_len, requires_grad=True)
     grad_out = torch.randn_like(inputs[0])
-    Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM) to the current RSS
-    before = _status_kib("VmRSS")
-    # Built after the reset: the dense (T, T) mask is part of what the dense baseline costs.
-    forward_backward(attention_fn(args, method, seq_len), *inputs, grad_out)
-    return (_status_kib("VmHWM") - before) * 1024
-
-
-def peak_extra_bytes(method: str, seq_len: int) -> int:
-    # A fresh process per measurement: memory an earlier run freed stays mapped by the allocator and
-    # would hide this run's needs.
-    cmd = [sys.executable, __file__, *sys.argv[1:], "--probe-memory", method, str(seq_len)]
-    return int(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()[-1])
+    # attention_fn inside the measured call: the dense (T, T) mask is part of what the dense
+    # baseline costs.
+    return rss_rise_bytes(lambda: forward_backward(attention_fn(args, method, seq_len), *inputs, grad_out))
 
 
 def mib(n_bytes: float) -> str:
@@ -132,7 +105,7 @@ def markdown(rows: list[dict], memory: bool) -> str:
     head += ["ours fwd+bwd ms", "dense fwd+bwd ms", "fwd+bwd ratio"]
     if memory:
         head += ["ours peak MiB", "dense peak MiB"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    table = []
     for r in rows:
         ours, dense = r["ours"], r["dense"]
         cells = [
@@ -147,13 +120,12 @@ def markdown(rows: list[dict], memory: bool) -> str:
         ]
         if memory:
             cells += [mib(ours["peak_extra_bytes"]), mib(dense["peak_extra_bytes"])]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        table.append(cells)
+    return markdown_table(head, table)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seq-lens", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
+    parser = sweep_parser(__doc__)
     parser.add_argument("--window", type=int, default=128)
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", type=int, default=8)
@@ -180,7 +152,7 @@ def main() -> None:
         print(probe_memory(args, method, int(seq_len)))
         return
     # RSS says nothing about GPU memory; resetting its peak needs Linux's /proc/self/clear_refs.
-    memory = args.memory and args.device == "cpu" and Path("/proc/self/clear_refs").exists()
+    memory = args.memory and args.device == "cpu" and CLEAR_REFS.exists()
 
     rows = []
     for seq_len in args.seq_lens:
@@ -189,7 +161,7 @@ def main() -> None:
         for method in METHODS:
             row[method] = time_method(args, method, seq_len)
             if memory:
-                row[method]["peak_extra_bytes"] = peak_extra_bytes(method, seq_len)
+                row[method]["peak_extra_bytes"] = probe_in_subprocess(__file__, method, seq_len)
         for key in ("forward", "forward_backward"):
             row[f"{key}_ratio"] = row["dense"][f"{key}_s"] / row["ours"][f"{key}_s"]
         rows.append(row)

@@ -1,0 +1,121 @@
+"""Helpers shared by the scripts in benchmarks/: timing, the matmul reference rate, the scaling fit,
+the peak-memory probe and markdown tables.
+
+The scripts import this as `from common import ...`, which works because running
+`python benchmarks/x.py` puts the script's own folder first on sys.path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+# Linux lets a process reset its peak resident set (VmHWM) by writing "5" here; without it the
+# peak would include everything the process ever touched before the measured run.
+CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def sweep_parser(doc: str) -> argparse.ArgumentParser:
+    """An argument parser described by doc's first paragraph, with the --seq-lens sweep.
+
+    The kernel benchmarks sweep the same sequence lengths by default, so their tables line up.
+    """
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--seq-lens", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
+    return parser
+
+
+def add_chunkwise_shape_arguments(parser: argparse.ArgumentParser) -> None:
+    """--batch, --heads, --key-dim, --value-dim and --chunk-size of a chunkwise linear-recurrence kernel.
+
+    The same defaults for every such kernel, so their benchmarks compare like with like.
+    """
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--key-dim", type=int, default=64)
+    parser.add_argument("--value-dim", type=int, default=128)
+    parser.add_argument("--chunk-size", type=int, default=64)
+
+
+def sync(device: str) -> None:
+    """Wait for queued GPU work, so a wall-clock interval covers the kernels, not just their launch."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def timed_runs(fn: Callable[[], object], device: str, *, reps: int, budget: float, warmup: int,
+               min_runs: int = 3) -> list[float]:
+    """Seconds of each of up to `reps` runs of fn after `warmup` untimed ones.
+
+    Stops early once `min_runs` runs are in and they add up to `budget` seconds, so the slow cells
+    of a sweep do not take minutes each. The caller reduces the list (median, or min where noise
+    from a shared machine only ever adds time).
+    """
+    for _ in range(warmup):
+        fn()
+        sync(device)
+    times = []
+    while len(times) < reps and (len(times) < min_runs or sum(times) < budget):
+        start = time.perf_counter()
+        fn()
+        sync(device)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def matmul(device: str, size: int = 2048) -> tuple[Callable[[], torch.Tensor], int]:
+    """A (size, size) fp32 torch.matmul, the machine's reference rate, and its FLOPs."""
+    a, b = (torch.randn(size, size, device=device) for _ in range(2))
+    return lambda: a @ b, 2 * size**3
+
+
+def scaling_exponent(sizes: list[float], times: list[float]) -> float | None:
+    """Least-squares slope of log(time) against log(size): 1.0 is linear; None under two points."""
+    if len(sizes) < 2:
+        return None
+    points = [(math.log(x), math.log(y)) for x, y in zip(sizes, times)]
+    mean_x = sum(x for x, _ in points) / len(points)
+    mean_y = sum(y for _, y in points) / len(points)
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points)
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(f"{field} not in /proc/self/status")
+
+
+def rss_rise_bytes(fn: Callable[[], object]) -> int:
+    """Bytes by which running fn raises this process's peak resident set (Linux only, see CLEAR_REFS).
+
+    Torch's CPU allocations are invisible to tracemalloc, so the kernel's own accounting is used.
+    """
+    CLEAR_REFS.write_text("5")  # reset the peak (VmHWM) to the current RSS
+    before = _status_kib("VmRSS")
+    fn()
+    return (_status_kib("VmHWM") - before) * 1024
+
+
+def probe_in_subprocess(script: str, *probe_args: object) -> int:
+    """Re-run `script` with this run's flags plus `--probe-memory *probe_args`; its last printed int.
+
+    A fresh process per measurement: memory an earlier run freed stays mapped by the allocator and
+    would hide this run's needs.
+    """
+    cmd = [sys.executable, script, *sys.argv[1:], "--probe-memory", *map(str, probe_args)]
+    return int(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()[-1])
+
+
+def markdown_table(head: list[str], rows: list[list[str]]) -> str:
+    """A markdown table with every column right-aligned (they hold numbers)."""
+    lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return "\n".join(lines)
