@@ -64,8 +64,5 @@ def test_model_streaming_equals_one_call(spec, data):
     pieces = data.draw(sequence_splits(ids.shape[1]))
     with torch.no_grad():
         full = model(ids)
-        state, outputs = None, []
-        for piece in ids.split(pieces, dim=1):
-            logits, state = model(piece, state=state, return_state=True)
-            outputs.append(logits)
-    assert_close(torch.cat(outputs, dim=1), full, what=f"model streamed in {pieces}", scale=10)
+        streamed, _ = run_in_pieces(model, ids, pieces)
+    assert_close(streamed, full, what=f"model streamed in {pieces}", scale=10)

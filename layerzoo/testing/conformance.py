@@ -40,12 +40,19 @@ def state_numel(state: Any) -> int:
 
 
 def run_in_pieces(mixer: torch.nn.Module, x: torch.Tensor, pieces: Iterable[int], state: Any = None):
-    """Feed x (B, T, D) through mixer piece by piece, threading the state; returns (y, state)."""
+    """Feed x (B, T, ...) through a streaming module (a mixer, or a model on token ids) piece by
+    piece along dim 1, threading the state; returns (the outputs concatenated along dim 1, state)."""
     outputs = []
     for piece in x.split(list(pieces), dim=1):
         y, state = mixer(piece, state=state, return_state=True)
         outputs.append(y)
     return torch.cat(outputs, dim=1), state
+
+
+def prefill_then_decode(length: int, prefill: int, piece: int) -> list[int]:
+    """Piece lengths for a prompt of `prefill` tokens read `piece` at a time, then decoding one by one."""
+    chunks = [min(piece, prefill - start) for start in range(0, prefill, piece)]
+    return chunks + [1] * (length - prefill)
 
 
 def check_shapes(mixer: torch.nn.Module, x: torch.Tensor) -> None:

@@ -12,7 +12,7 @@ from safetensors.torch import save_file
 import layerzoo
 from layerzoo import SpecError, load_spec
 from layerzoo.assemblies.armt import ARMT, load_adapter, save_adapter, wrap
-from layerzoo.testing import assert_close, sequence_splits
+from layerzoo.testing import assert_close, run_in_pieces, sequence_splits
 
 SEGMENT = 5
 SPEC = {
@@ -58,11 +58,8 @@ def test_any_split_equals_one_call(data):
     pieces = data.draw(sequence_splits(ids.shape[1]))
     with torch.no_grad():
         full = model(ids)
-        state, outputs = None, []
-        for piece in ids.split(pieces, dim=1):
-            logits, state = model(piece, state=state, return_state=True)
-            outputs.append(logits)
-    assert_close(torch.cat(outputs, dim=1), full, what=f"pieces {pieces}", scale=10)
+        streamed, state = run_in_pieces(model, ids, pieces)
+    assert_close(streamed, full, what=f"pieces {pieces}", scale=10)
     assert state.length == ids.shape[1] % SEGMENT
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from layerzoo.kernels import MLSTMState
 from layerzoo.mixers import MLSTM, OptionError
-from layerzoo.testing import assert_close, check_mixer, mixer_inputs
+from layerzoo.testing import assert_close, check_mixer, mixer_inputs, prefill_then_decode, run_in_pieces
 
 D_MODEL = 16
 
@@ -44,14 +44,8 @@ def test_chunked_prefill_then_token_by_token_decode_equals_full_forward(options,
     piece = data.draw(st.integers(1, max(prefill, 1)))
     with torch.no_grad():
         full = mixer(x)
-        state, outputs = None, []
-        for start in range(0, prefill, piece):  # chunked prefill
-            y, state = mixer(x[:, start:min(start + piece, prefill)], state=state, return_state=True)
-            outputs.append(y)
-        for t in range(prefill, length):  # decode
-            y, state = mixer(x[:, t:t + 1], state=state, return_state=True)
-            outputs.append(y)
-    assert_close(torch.cat(outputs, dim=1), full, what=f"prefill {prefill} in pieces of {piece}, then decode", scale=10)
+        streamed, _ = run_in_pieces(mixer, x, prefill_then_decode(length, prefill, piece))
+    assert_close(streamed, full, what=f"prefill {prefill} in pieces of {piece}, then decode", scale=10)
 
 
 @given(options=mixer_options, x=mixer_inputs(D_MODEL, max_length=40))
