@@ -23,9 +23,13 @@ def closest(name: str, known: Iterable[str]) -> str | None:
     return matches[0] if matches else None
 
 
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """"; did you mean 'x'?" for the closest known name, or "" when nothing is close."""
+    guess = closest(str(name), map(str, known))
+    return f"; did you mean {guess!r}?" if guess else ""
+
+
 def unknown_name_message(kind: str, name: str, known: Iterable[str]) -> str:
     """'unknown mixer 'swaa'; did you mean 'swa'? (known: attention, swa)'."""
     known = sorted(known)
-    guess = closest(name, known)
-    hint = f"; did you mean {guess!r}?" if guess else ""
-    return f"unknown {kind} {name!r}{hint} (known: {', '.join(known) or 'none'})"
+    return f"unknown {kind} {name!r}{did_you_mean(name, known)} (known: {', '.join(known) or 'none'})"

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import closest, unknown_name_message
+from ..errors import did_you_mean, unknown_name_message
 from ..mixers.base import OptionError
 from ..registry import get_mixer, list_mixers
 from ..blocks.swiglu import ffn_hidden_size
@@ -127,9 +127,7 @@ def check_keys(section: dict, allowed: dict, locations: Locations, path: KeyPath
     """Unknown keys (with a close match) and wrong types of a fixed-schema mapping."""
     for key, value in section.items():
         if key not in allowed:
-            guess = closest(str(key), map(str, allowed))
-            hint = f"; did you mean {guess!r}?" if guess else ""
-            raise fail(locations, path + (key,), f"unknown key{hint} (known: {', '.join(allowed)})")
+            raise fail(locations, path + (key,), f"unknown key{did_you_mean(key, allowed)} (known: {', '.join(allowed)})")
         expected = allowed[key]
         if expected is float:
             ok, section[key] = check_type(value, float)
@@ -199,9 +197,8 @@ def check_mixer_options(kind: str, options: dict, locations: Locations, path: Ke
     complete = {}
     for key, value in options.items():
         if key not in known:
-            guess = closest(str(key), known)
-            hint = f"; did you mean {guess!r}?" if guess else ""
-            raise fail(locations, path + (key,), f"unknown option of mixer {kind!r}{hint} (options: {', '.join(known)})")
+            raise fail(locations, path + (key,),
+                       f"unknown option of mixer {kind!r}{did_you_mean(key, known)} (options: {', '.join(known)})")
         ok, complete[key] = check_type(value, known[key].annotation)
         if not ok:
             raise fail(locations, path + (key,), f"expected {type_name(known[key].annotation)}, got {value!r}")
@@ -237,8 +234,7 @@ def layer_names(model: dict, mixers: dict, locations: Locations) -> list[str]:
     for index, name in enumerate(names):
         if name not in mixers:
             declared = ", ".join(mixers) or "none"
-            guess = closest(str(name), mixers)
-            hint = f"; did you mean {guess!r}?" if guess else ""
+            hint = did_you_mean(name, mixers)
             raise fail(locations, ("model", key, index),
                        f"{name!r} is not declared under model.mixers{hint} (declared: {declared})")
     n_layers = model.get("n_layers")

@@ -20,7 +20,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import closest, unknown_name_message
+from ..errors import did_you_mean, unknown_name_message
 from ..mixers.base import OptionError
 from ..specs.options import check_type, type_name
 from ..specs.yaml_source import KeyPath, Locations, fail
@@ -196,9 +196,7 @@ def read_dataclass(cls: type, section: Any, locations: Locations, path: KeyPath)
     values = {}
     for key, value in section.items():
         if key not in known:
-            guess = closest(str(key), known)
-            hint = f"; did you mean {guess!r}?" if guess else ""
-            raise fail(locations, path + (key,), f"unknown key{hint} (known: {', '.join(known)})")
+            raise fail(locations, path + (key,), f"unknown key{did_you_mean(key, known)} (known: {', '.join(known)})")
         values[key] = read_value(key, value, hints[key], locations, path + (key,))
     return cls(**values)
 
