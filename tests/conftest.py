@@ -2,6 +2,13 @@
 
 import os
 
+import torch
+
+# Without a GPU the Triton kernels run through the interpreter; Triton reads this when a kernel is
+# decorated, and layerzoo imports its Triton modules on first use, so setting it here is early enough.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("ci", max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])

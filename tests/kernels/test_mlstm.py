@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from layerzoo.kernels import MLSTMState, choose_mlstm_backend, mlstm, mlstm_reference
 from layerzoo.kernels.mlstm import BACKENDS
+from layerzoo.kernels.triton_support import triton_can_run
 from layerzoo.testing import assert_close
 
 try:  # not a dependency: the cross-check runs where NX-AI's package is installed
@@ -28,14 +29,17 @@ EXTREME = 30.0
 
 
 @st.composite
-def mlstm_case(draw, dtypes=(torch.float64, torch.float32, torch.bfloat16), extreme_gates=False, max_length=300):
-    """(inputs dict q, k, v, i, f, initial state or None, chunk_size)."""
+def mlstm_case(
+    draw, dtypes=(torch.float64, torch.float32, torch.bfloat16), extreme_gates=False, max_length=300,
+    chunk_sizes=(1, 3, 16, 32, 64), key_dims=(4, 8, 16), value_dims=(4, 6, 8, 16), head_counts=(1, 2, 3),
+):
+    """(inputs dict q, k, v, i, f, initial state or None, chunk_size); Dk != Dv."""
     # Most cases short (cheap, chunk edges everywhere); a quarter cross many chunks.
     long = draw(st.sampled_from([False, False, False, True]))
     length = draw(st.integers(65, max_length) if long else st.integers(1, 64))
-    batch, heads = draw(st.integers(1, 2)), draw(st.integers(1, 3))
-    key_dim = draw(st.sampled_from([4, 8, 16]))
-    value_dim = draw(st.sampled_from([d for d in (4, 6, 8, 16) if d != key_dim]))
+    batch, heads = draw(st.integers(1, 2)), draw(st.sampled_from(head_counts))
+    key_dim = draw(st.sampled_from(key_dims))
+    value_dim = draw(st.sampled_from([d for d in value_dims if d != key_dim]))
     dtype = draw(st.sampled_from(dtypes))
     gen = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
     shape = (batch, length, heads)
@@ -62,7 +66,7 @@ def mlstm_case(draw, dtypes=(torch.float64, torch.float32, torch.bfloat16), extr
             2 * torch.randn(batch, heads, generator=gen),
         )
         state = MLSTMState(*(t.to(torch.promote_types(dtype, torch.float32)) for t in state))
-    return inputs, state, draw(st.sampled_from([1, 3, 16, 32, 64]))
+    return inputs, state, draw(st.sampled_from(chunk_sizes))
 
 
 def run(backend: str, inputs: dict, state: MLSTMState | None, chunk_size: int, to=None):
@@ -80,7 +84,7 @@ def run(backend: str, inputs: dict, state: MLSTMState | None, chunk_size: int, t
 
 def in_frame(state: MLSTMState, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(C, n) rescaled to the stabiliser m: C exp(state.m - m), n exp(state.m - m)."""
-    factor = torch.exp(state.m.double() - m)
+    factor = torch.exp(state.m.double() - m.to(state.m.device))
     return state.C.double() * factor[..., None, None], state.n.double() * factor[..., None]
 
 
@@ -90,7 +94,8 @@ def outputs_and_gradients(backend, inputs, state, chunk_size, to=None, m_truth=N
     m_truth = final.m.detach().double() if m_truth is None else m_truth
     C, n = in_frame(final, m_truth)
     gen = torch.Generator().manual_seed(1)
-    loss = sum((t * torch.randn(t.shape, generator=gen, dtype=torch.float64)).sum() for t in (h.double(), C, n))
+    weights = (torch.randn(t.shape, generator=gen, dtype=torch.float64).to(t.device) for t in (h, C, n))
+    loss = sum((t * w).sum() for t, w in zip((h.double(), C, n), weights))
     loss.backward()
     results = {"h": h, "C": C, "n": n} | {f"d{name}": t.grad for name, t in leaves.items()}
     if state_leaves is not None:
@@ -98,16 +103,27 @@ def outputs_and_gradients(backend, inputs, state, chunk_size, to=None, m_truth=N
     return results, m_truth
 
 
-def check_chunkwise_against_truth(inputs, state, chunk_size):
+def check_against_truth(backend, inputs, state, chunk_size, device=None):
+    """backend's output, final state and gradients against the fp64 step loop on the same inputs.
+
+    The truth runs where the inputs are; the backend on `device` (default: there too).
+    """
     dtype = inputs["q"].dtype
     truth, m_truth = outputs_and_gradients("recurrent", inputs, state, chunk_size, to=torch.float64)
-    chunkwise, _ = outputs_and_gradients("chunkwise", inputs, state, chunk_size, m_truth=m_truth)
-    assert chunkwise["h"].dtype == dtype
-    what = f"T={inputs['q'].shape[1]}, chunk {chunk_size}"
+    if device is not None:
+        inputs = {name: t.to(device) for name, t in inputs.items()}
+        state = None if state is None else MLSTMState(*(t.to(device) for t in state))
+    got, _ = outputs_and_gradients(backend, inputs, state, chunk_size, m_truth=m_truth)
+    assert got["h"].dtype == dtype
+    what = f"{backend}, T={inputs['q'].shape[1]}, chunk {chunk_size}"
     for name, expected in truth.items():
         # Gradients sum many rounded products: a few times the output tolerance, as elsewhere.
         scale = 10 if name.startswith("d") else 1
-        assert_close(chunkwise[name].double(), expected, dtype, what=f"{what}: {name}", scale=scale)
+        assert_close(got[name].double().to(expected.device), expected, dtype, what=f"{what}: {name}", scale=scale)
+
+
+def check_chunkwise_against_truth(inputs, state, chunk_size):
+    check_against_truth("chunkwise", inputs, state, chunk_size)
 
 
 @given(case=mlstm_case())
@@ -125,8 +141,13 @@ def test_extreme_gates_stay_finite_and_agree(case):
 def test_two_calls_with_the_state_carried_equal_one_call(case, data):
     inputs, state, chunk_size = case
     backend = data.draw(st.sampled_from(["recurrent", "chunkwise"]))
+    check_two_calls_equal_one(backend, inputs, state, chunk_size, data.draw(st.integers(0, inputs["q"].shape[1])))
+
+
+def check_two_calls_equal_one(backend: str, inputs: dict, state: MLSTMState | None, chunk_size: int, split: int):
+    """The sequence cut at `split`, the second call starting from the first's final state, equals
+    one call: outputs, and the final state read in one stabiliser frame."""
     length = inputs["q"].shape[1]
-    split = data.draw(st.integers(0, length))
     kwargs = {"output_final_state": True, "chunk_size": chunk_size, "backend": backend}
     full, full_state = mlstm(**inputs, initial_state=state, **kwargs)
     first, middle = mlstm(**{n: t[:, :split] for n, t in inputs.items()}, initial_state=state, **kwargs)
@@ -173,6 +194,8 @@ def test_dtypes_state_type_and_return_forms():
     q, k, v = (torch.randn(2, 9, 3, 4, generator=gen).bfloat16() for _ in range(3))
     i, f = torch.randn(2, 9, 3, generator=gen), torch.randn(2, 9, 3, generator=gen)
     for backend in BACKENDS:
+        if backend == "triton" and not triton_can_run(q):  # CPU tensors need the interpreter
+            continue
         h, state = mlstm(q, k, v, i, f, output_final_state=True, backend=backend)
         assert h.dtype == torch.bfloat16 and h.shape == (2, 9, 3, 4)
         assert isinstance(state, MLSTMState) and all(t.dtype == torch.float32 for t in state)

@@ -3,6 +3,8 @@
 Layout follows flash-linear-attention: q, k (B, T, H, Dk), v (B, T, H, Dv), gates (B, T, H).
 Semantics are NX-AI mlstm_kernels' stabilised mLSTM (see reference.py): exp input gate, sigmoid
 forget gate in log space, max stabiliser m, normaliser n, q scaled by Dk^-0.5.
+Backends: "recurrent" (the step loop), "chunkwise" (PyTorch), "triton" (kernels in triton/, for
+CUDA; imported on first use).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Callable
 import torch
 
 from ...errors import unknown_name_message
+from ..triton_support import require_triton, triton_can_run
 from .chunkwise import mlstm_chunkwise
 from .reference import EPS, MLSTMState, compute_dtype, mlstm_reference, mlstm_step
 
@@ -24,25 +27,47 @@ __all__ = [
     "mlstm_chunkwise",
     "mlstm_reference",
     "mlstm_step",
+    "mlstm_triton",
 ]
 
+
+def mlstm_triton(q, k, v, i, f, initial_state=None, chunk_size=64, **blocks):
+    """The "triton" backend: chunkwise Triton kernels (triton/), imported on first call.
+
+    Same contract as the other backends: q, k (B, T, H, Dk), v (B, T, H, Dv), i, f (B, T, H),
+    T >= 1 -> (h (B, T, H, Dv), final MLSTMState), differentiable in every input. CUDA tensors,
+    or CPU under TRITON_INTERPRET=1 (else a one-line ValueError). fp32, bf16, fp16 and fp64
+    inputs (fp64 computes in fp64). chunk_size is rounded up to a power of two in [16, 128],
+    since the kernels' tiles need one; the result does not depend on it beyond rounding.
+    blocks: block_k / block_v tile-width overrides (see triton.function.mlstm_triton).
+    """
+    require_triton(q, "mlstm")
+    from .triton import mlstm_triton as kernel  # imports triton: only now, see the module doc
+
+    return kernel(q, k, v, i, f, initial_state, chunk_size, **blocks)
+
+
 # Every backend: (q, k, v, i, f, initial_state or None, chunk_size) -> (h, final MLSTMState), with
-# validated inputs and T >= 1. The Triton kernel (issue 6) joins as "triton".
+# validated inputs and T >= 1.
 Backend = Callable[..., "tuple[torch.Tensor, MLSTMState]"]
 BACKENDS: dict[str, Backend] = {
     "recurrent": mlstm_reference,
     "chunkwise": mlstm_chunkwise,
+    "triton": mlstm_triton,
 }
 
 
 def choose_mlstm_backend(q: torch.Tensor, backend: str = "auto") -> str:
-    """The backend `mlstm(q, ..., backend=backend)` runs: "auto" is "chunkwise" on every device.
+    """The backend `mlstm(q, ..., backend=backend)` runs.
 
-    Raises ValueError for an unknown name.
+    "auto" is "triton" for CUDA tensors when Triton is installed, else "chunkwise" (on CPU the
+    Triton interpreter would be far slower than PyTorch). Raises ValueError for an unknown name.
     """
     if backend != "auto" and backend not in BACKENDS:
         raise ValueError(unknown_name_message("mLSTM backend", backend, [*BACKENDS, "auto"]))
-    return "chunkwise" if backend == "auto" else backend
+    if backend == "auto":
+        return "triton" if q.is_cuda and triton_can_run(q) else "chunkwise"
+    return backend
 
 
 def mlstm(
@@ -63,8 +88,9 @@ def mlstm(
     gate pre-activations, any float dtype (the input gate is exp(i), the forget gate sigmoid(f)).
     initial_state: None (the empty state, all zeros) or an MLSTMState / (C, n, m) tuple with
     C (B, H, Dk, Dv), n (B, H, Dk), m (B, H). Any T >= 0; gradients reach every input, the initial
-    state included. chunk_size: tokens per chunk of the chunkwise backend (any T, no multiple
-    needed). backend: "auto" (see choose_mlstm_backend) or a key of BACKENDS.
+    state included. chunk_size: tokens per chunk of the chunkwise backends (any T, no multiple
+    needed; "triton" rounds it up to a power of two in [16, 128]). backend: "auto" (see
+    choose_mlstm_backend) or a key of BACKENDS.
 
     Returns h (B, T, H, Dv) in q's dtype, or (h, final MLSTMState) with output_final_state. States
     and arithmetic are fp32 whatever the input dtype (fp64 for fp64 inputs).
