@@ -6,6 +6,7 @@ trainer runs as one plain process.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -61,6 +62,29 @@ def wrap(model: nn.Module, context: Context, strategy: str) -> nn.Module:
         return fully_shard(model)
     device_ids = [context.device.index] if context.device.type == "cuda" else None
     return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+
+
+@contextlib.contextmanager
+def gradient_sync(model: nn.Module, enabled: bool):
+    """Within this block, backward all-reduces gradients only if `enabled`.
+
+    Gradient accumulation turns it off for every micro-batch but the last: the gradients add up
+    locally and are averaged across ranks once per optimizer step, not once per micro-batch.
+    A plain (single-process) model ignores it.
+    """
+    if enabled:
+        yield
+    elif isinstance(model, nn.parallel.DistributedDataParallel):
+        with model.no_sync():
+            yield
+    elif hasattr(model, "set_requires_gradient_sync"):  # FSDP2
+        model.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            model.set_requires_gradient_sync(True)
+    else:
+        yield
 
 
 def all_sum(values: list[float], context: Context, device: torch.device) -> list[float]:

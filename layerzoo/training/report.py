@@ -30,11 +30,22 @@ def grid_report(model: nn.Module, spec: Spec, task: Task, out_dir: str | Path, *
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         stem = out_dir / f"eval-window{window or 'spec'}"
-        grid = {"spec": spec.name, "task": task.name, "train_length": spec.training.seq_len, **grid}
+        train_length = trained_length(spec, model)
+        grid = {"spec": spec.name, "task": task.name, "train_length": train_length, **grid}
         Path(f"{stem}.json").write_text(json.dumps(grid, indent=1))
         plot_heatmap(grid, f"{stem}.png", title=f"{spec.name or 'model'}: {task.name} accuracy",
-                     train_length=spec.training.seq_len)
-        print(f"{task.name} accuracy (%), test window {window or 'as in spec'}, trained at length {spec.training.seq_len}:")
+                     train_length=train_length)
+        print(f"{task.name} accuracy (%), test window {window or 'as in spec'}, trained at length {train_length}:")
         print(format_table(grid))
         print(f"wrote {stem}.json and {stem}.png")
     return grid
+
+
+def trained_length(spec: Spec, model: nn.Module) -> int:
+    """The longest sequence training saw: seq_len, or with a segment curriculum its last stage's
+    segment count times the segment size."""
+    curriculum = spec.training.curriculum
+    if curriculum is None or not curriculum.segments:
+        return spec.training.seq_len
+    size = curriculum.segment_size or getattr(getattr(model, "module", model), "segment_size", None)
+    return max(curriculum.segments) * size if size else spec.training.seq_len

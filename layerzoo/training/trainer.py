@@ -131,9 +131,10 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batches: list
     # DDP averages gradients over ranks, hence * world_size: the sum is over the global batch
     scale = context.world_size / max(total, 1.0)
     loss_sum = correct = 0.0
-    for batch in batches:
-        loss, hits, _ = score(model, batch, autocast)
-        (loss * scale).backward()
+    for index, batch in enumerate(batches):
+        with distributed.gradient_sync(model, enabled=index == len(batches) - 1):
+            loss, hits, _ = score(model, batch, autocast)
+            (loss * scale).backward()
         loss_sum, correct = loss_sum + loss.item(), correct + hits.item()
     clip = config.optimizer.grad_clip
     grad_norm = nn.utils.clip_grad_norm_(model.parameters(), clip if clip else float("inf"))

@@ -64,3 +64,16 @@ def test_swa_layers_run_with_the_sampled_window(tiny_spec, tmp_path):
     expected = [schedule.window(step) for step in range(config.steps)]
     assert seen == [window for window in expected for _ in range(2)]  # both SWA layers, every step
     assert {4, 16} <= set(expected)
+
+
+def test_the_report_names_the_longest_length_the_curriculum_reached():
+    from types import SimpleNamespace
+
+    from layerzoo.training.config import TrainingConfig
+    from layerzoo.training.report import trained_length
+
+    plain = SimpleNamespace(training=TrainingConfig(seq_len=96))
+    grown = SimpleNamespace(training=TrainingConfig(seq_len=96, curriculum=CurriculumConfig(segments=(2, 4, 8))))
+    assert trained_length(plain, torch.nn.Linear(1, 1)) == 96
+    armt_like = SimpleNamespace(segment_size=32)
+    assert trained_length(grown, armt_like) == 8 * 32
