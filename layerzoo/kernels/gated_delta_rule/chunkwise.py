@@ -32,10 +32,12 @@ def _chunks(t: torch.Tensor, chunk: int, n_chunks: int, dtype: torch.dtype) -> t
     """
     batch, length, heads, *rest = t.shape
     t = t.to(dtype)
-    if n_chunks * chunk > length:  # each large copy costs page faults on CPU: skip it when we can
+    if n_chunks * chunk > length:
         t = F.pad(t, [0, 0] * len(rest) + [0, 0, 0, n_chunks * chunk - length])
     t = t.view(batch, n_chunks, chunk, heads, *rest).transpose(2, 3).transpose(0, 1)
-    return t.reshape(n_chunks, batch * heads, chunk, *rest)
+    # reshape alone returns a strided view when B = 1, and then every matmul on it would make its
+    # own contiguous copy: one copy here instead.
+    return t.reshape(n_chunks, batch * heads, chunk, *rest).contiguous()
 
 
 def _decays(g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -53,7 +55,9 @@ def _decays(g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     # span[i, j] = g_{j+1} + ... + g_i for j <= i: a cumulative sum down the columns of a matrix
     # whose row l holds g_l where l > j. Above the diagonal span is 0, so exp cannot overflow.
     span = torch.where(ones.tril(-1), g[..., :, None], 0).cumsum(-2)
-    inside = torch.where(ones.tril(), span.exp(), 0)
+    # In place (cumsum's backward does not need its output): these are the largest tensors here
+    # and on CPU every fresh one costs as much as the arithmetic on it.
+    inside = span.masked_fill_(~ones.tril(), -torch.inf).exp()
     return from_start.exp(), to_end.exp(), inside
 
 
@@ -92,9 +96,10 @@ def chunkwise_gated_delta_rule(
     k_to_end = (k * to_end[..., None]).transpose(-1, -2)
     chunk_decay = from_start[..., -1, None, None]
 
-    q = q * scale
-    q_from_start = q * from_start[..., None]
-    scores = (q @ k.transpose(-1, -2)) * inside
+    q_from_start = q * (scale * from_start)[..., None]
+    # alpha folds the scale into the product instead of another pass over q
+    scores = torch.baddbmm(q.new_zeros(()), q.flatten(0, 1), k.flatten(0, 1).transpose(-1, -2), beta=0, alpha=scale)
+    scores = scores.view_as(inside) * inside
 
     if initial_state is None:
         state = q.new_zeros(batch * heads, key_dim, value_dim)
