@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from ...errors import unknown_name_message
+from ..triton_support import require_triton, triton_can_run
 from .blocked import blocked_sliding_window_attention, first_reachable_key
 from .reference import sliding_window_attention_reference, sliding_window_mask
 
@@ -94,15 +95,40 @@ def _flex(q, k, v, window, scale):
     return out.transpose(1, 2)
 
 
+# The dtypes the Triton kernels take (fp64 would need fp64 tensor-core dots: use sdpa or blocked).
+TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _check_triton(q: torch.Tensor) -> None:
+    require_triton(q, "sliding_window_attention")
+    if q.dtype not in TRITON_DTYPES:
+        raise ValueError(
+            f"sliding_window_attention: the 'triton' backend supports float32, bfloat16 and "
+            f"float16, got {q.dtype}; use backend='sdpa' or 'blocked' for it"
+        )
+
+
+def _triton(q, k, v, window, scale):
+    """Flash-attention-2 style Triton kernels that visit only in-window key blocks (triton/)."""
+    _check_triton(q)
+    # Imported on first use: Triton reads TRITON_INTERPRET when the kernels are decorated.
+    from .triton.function import sliding_window_attention_triton
+
+    return sliding_window_attention_triton(q, k, v, window, scale)
+
+
 BACKENDS: dict[str, Backend] = {
     "reference": sliding_window_attention_reference,
     "blocked": _blocked,
     "sdpa": _sdpa,
     "flex": _flex,
+    "triton": _triton,
 }
 
 # flex_attention compiles per shape and needs a block mask per (Tq, Tk), which streaming decode
 # (Tq = 1, Tk growing) would pay every step; SDPA on the trimmed keys is O(window) there anyway.
+# The Triton kernel takes flex's place above the same threshold: below it a query block is mostly
+# padding and the autotuner would key a new config per decode shape for little gain.
 FLEX_MIN_QUERIES = 128
 
 
@@ -146,9 +172,11 @@ def choose_swa_backend(
 ) -> str:
     """The backend `sliding_window_attention(q, k, v, window, backend=backend)` runs.
 
-    "auto" picks: "sdpa" (fused causal kernel) when the window covers all Tk keys; otherwise
-    "flex" on CUDA for at least FLEX_MIN_QUERIES queries, "sdpa" on CUDA for fewer, and "blocked"
-    elsewhere. Raises ValueError for an unknown name or a backend the device cannot run.
+    "auto" picks: "sdpa" (fused causal kernel) when the window covers all Tk keys; otherwise, on
+    CUDA with at least FLEX_MIN_QUERIES queries, "triton" (or "flex" when triton is missing or
+    the dtype is fp64), "sdpa" on CUDA for fewer queries, and "blocked" elsewhere (also under
+    TRITON_INTERPRET, where the interpreted kernels are far slower than torch's CPU SDPA).
+    Raises ValueError for an unknown name or a backend the device or dtype cannot run.
     """
     _check_window(window)
     if backend != "auto" and backend not in BACKENDS:
@@ -158,12 +186,16 @@ def choose_swa_backend(
         raise ValueError(
             f"the 'flex' backend needs CUDA tensors, got {q.device}; use 'blocked' off CUDA"
         )
+    if backend == "triton":
+        _check_triton(q)
     if backend != "auto":
         return backend
     if window is None or window >= k.shape[1]:
         return "sdpa"
     if q.is_cuda:
-        return "flex" if q.shape[1] >= FLEX_MIN_QUERIES else "sdpa"
+        if q.shape[1] < FLEX_MIN_QUERIES:
+            return "sdpa"
+        return "triton" if triton_can_run(q) and q.dtype in TRITON_DTYPES else "flex"
     return "blocked"
 
 
