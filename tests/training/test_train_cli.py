@@ -40,3 +40,13 @@ def test_eval_rejects_bad_depths(tiny_spec, tmp_path, capsys):
     capsys.readouterr()
     assert main(["eval", str(run_dir), "--depths", "1.5"]) == 2
     assert "--depths must lie in [0, 1]" in capsys.readouterr().err
+
+
+def test_the_main_job_spec_trains_and_reports(tmp_path, capsys):
+    """`layerzoo train swax-tiny` (the README's main job), cut to a few steps and a small grid."""
+    short = ["--set", "training.steps=4", "--set", "training.eval.lengths=[64, 128]", "--set", "training.eval.samples=2"]
+    assert main(["train", "swax-tiny", *short, "--out", str(tmp_path), "--no-progress"]) == 0
+    assert "trained at length 64" in capsys.readouterr().out
+    grid = json.loads((tmp_path / "eval-window32.json").read_text())
+    assert grid["lengths"] == [64, 128] and set(grid["variants"]) == {"single_random", "single_noise"}
+    assert (tmp_path / "eval-window32.png").exists()
