@@ -16,8 +16,8 @@ LOG2E = 1.4426950408889634
 def dot(a, b, acc, PRECISION: tl.constexpr, UPCAST: tl.constexpr):
     """acc + a @ b with fp32 accumulation.
 
-    PRECISION is "ieee" for fp32 inputs (tl.dot would otherwise round them to TF32, ~1e-3
-    relative error) and "tf32" (ignored) for 16-bit ones. UPCAST works around the Triton
+    PRECISION is "tf32x3" (GPU) or "ieee" (interpreter) for fp32 inputs, where plain tl.dot would
+    round them to TF32 (~1e-3 relative error), and "tf32" (ignored) for 16-bit ones. UPCAST works around the Triton
     interpreter, whose dot multiplies bf16 tiles as their raw uint16 bits; bf16 -> fp32 is exact,
     so the result is what the tensor cores compute.
     """
