@@ -37,7 +37,8 @@ from common import markdown_table, timed_runs  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
-# Every peer: (name, make(inputs) -> callable of the inputs or None when unavailable, reason).
+# A kernel under test, called on the row's inputs. Rows map each peer's name to (runner, "") or,
+# when it cannot run here, (None, why not).
 Runner = Callable[..., torch.Tensor]
 
 

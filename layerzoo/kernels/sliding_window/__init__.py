@@ -109,8 +109,9 @@ def _check_triton(q: torch.Tensor) -> None:
 
 
 def _triton(q, k, v, window, scale):
-    """Flash-attention-2 style Triton kernels that visit only in-window key blocks (triton/)."""
-    _check_triton(q)
+    """Flash-attention-2 style Triton kernels that visit only in-window key blocks (triton/).
+
+    choose_swa_backend has checked device and dtype, so importing triton here is safe."""
     # Imported on first use: Triton reads TRITON_INTERPRET when the kernels are decorated.
     from .triton.function import sliding_window_attention_triton
 

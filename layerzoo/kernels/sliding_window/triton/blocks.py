@@ -14,6 +14,8 @@ all operands stay non-negative so Python's floor division equals Triton's trunca
 
 from __future__ import annotations
 
+from ..blocked import first_reachable_key
+
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
@@ -67,4 +69,4 @@ def query_block_range(
 
 def first_visited_key(q_len: int, k_len: int, window: int, block_n: int) -> int:
     """Start of the first key block any query reaches; dK/dV of keys before it are zero."""
-    return max(k_len - q_len - window + 1, 0) // block_n * block_n
+    return first_reachable_key(q_len, k_len, window) // block_n * block_n

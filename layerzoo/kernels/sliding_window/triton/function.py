@@ -17,7 +17,7 @@ from ...triton_support import triton_interpreting
 from .. import _check_triton  # device and dtype checks shared with the public entry point
 from .backward_kv import swa_bwd_dkdv_kernel
 from .backward_q import swa_bwd_delta_kernel, swa_bwd_dq_kernel
-from .blocks import first_visited_key
+from ..blocked import first_reachable_key
 from .common import LOG2E
 from .configs import DELTA_CONFIG, GPU_CONFIGS, INTERPRETER_CONFIGS, KERNELS, TileConfig, tune_bucket
 from .forward import swa_fwd_kernel
@@ -108,7 +108,7 @@ def _backward(q, k, v, out, lse, grad_out, window: int, scale: float, blocks: di
     dv = torch.empty_like(v, memory_format=torch.contiguous_format)
     # Keys older than every window get no gradient and no program; zero them here. The kernel
     # starts at the block holding first_key and rewrites (as zeros) any of these it covers.
-    first_key = first_visited_key(q_len, k_len, window, 1)
+    first_key = first_reachable_key(q_len, k_len, window)
     dk[:, :first_key].zero_()
     dv[:, :first_key].zero_()
     tune_key = tune_bucket(window)
