@@ -133,6 +133,38 @@ def test_chunkwise_matches_reference_outputs_states_and_gradients(case):
         assert_close(grad.float(), expected_grads[name], dtype, what=f"d{name}", scale=10 if dtype == torch.float32 else 1)
 
 
+@pytest.mark.parametrize("g_regime", ["typical", "mixed"])
+def test_gradcheck_chunkwise_in_fp64(g_regime):
+    """The hand-written backward against finite differences: every input and the initial state,
+    through the output and the final state, over three chunks of 2 (the last one padded)."""
+    gen = torch.Generator().manual_seed(0)
+    shape = (1, 5, 2)
+    inputs = [
+        torch.randn(*shape, 3, generator=gen), F.normalize(torch.randn(*shape, 3, generator=gen), dim=-1),
+        torch.randn(*shape, 2, generator=gen), make_gates(g_regime, shape, gen).clamp(min=-20),
+        torch.rand(shape, generator=gen), torch.randn(1, 2, 3, 2, generator=gen),
+    ]
+    inputs = [t.double().requires_grad_() for t in inputs]
+
+    def fn(q, k, v, g, beta, state):
+        return gated_delta_rule(q, k, v, g, beta, initial_state=state, output_final_state=True, chunk_size=2, backend="chunkwise")
+
+    assert torch.autograd.gradcheck(fn, inputs)
+
+
+def test_chunkwise_gradients_of_some_inputs_only():
+    """Inputs without requires_grad, and a loss on the final state alone (no output gradient)."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 9, 2, 4, generator=gen) for _ in range(3))
+    g, beta = -torch.rand(1, 9, 2, generator=gen), torch.rand(1, 9, 2, generator=gen)
+    v_leaf = v.clone().requires_grad_()
+    _, state = gated_delta_rule(q, k, v_leaf, g, beta, output_final_state=True, chunk_size=4, backend="chunkwise")
+    state.sum().backward()
+    expected = v.clone().requires_grad_()
+    gated_delta_rule_reference(q, k, expected, g, beta)[1].sum().backward()
+    assert_close(v_leaf.grad, expected.grad, what="dv from the final state alone")
+
+
 @pytest.mark.parametrize("g_regime", G_REGIMES)
 @pytest.mark.parametrize("beta_regime", BETA_REGIMES)
 def test_extreme_gates_stay_finite_and_agree(g_regime, beta_regime):
