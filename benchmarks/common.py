@@ -70,6 +70,52 @@ def timed_runs(fn: Callable[[], object], device: str, *, reps: int, budget: floa
     return times
 
 
+def interleaved_best_seconds(cells: dict, reps: int, budget: float, device: str) -> dict:
+    """{key: fn} -> {key: best seconds}, over up to `reps` rounds that run every cell once each.
+
+    Rounds interleave the cells, so a busy spell of a shared machine slows all alike rather than
+    bending one row; the best run, not the median, since slow runs measure the neighbours. A
+    cell stops repeating once its runs add up to `budget` seconds (it always runs once).
+    """
+    times = {key: [] for key in cells}
+    for round_index in range(reps):
+        for key, fn in cells.items():
+            if times[key] and sum(times[key]) >= budget:
+                continue
+            start = time.perf_counter()
+            fn()
+            sync(device)
+            times[key].append(time.perf_counter() - start)
+        print(f"round {round_index + 1}/{reps} done", file=sys.stderr, flush=True)
+    return {key: min(runs) for key, runs in times.items()}
+
+
+def sweep_best_times(args, backends: list[str], runners: Callable, matmul_size: int = 2048) -> tuple[dict, float]:
+    """Best forward and forward+backward seconds of each backend at each of args.seq_lens, and the
+    fp32 matmul GFLOP/s, all timed as cells of the same interleaved rounds.
+
+    runners(args, backend, seq_len) -> {"forward": fn, "forward_backward": fn}. The step loop
+    ("recurrent") is skipped above args.recurrent_max_len. Returns ({(seq_len, backend):
+    {"forward_s": s, "forward_backward_s": s} or None}, GFLOP/s).
+    """
+    matmul_fn, matmul_flops = matmul(args.device, matmul_size)
+    cells = {"matmul": matmul_fn}
+    for seq_len in args.seq_lens:
+        for backend in backends:
+            if backend != "recurrent" or seq_len <= args.recurrent_max_len:
+                for mode, fn in runners(args, backend, seq_len).items():
+                    cells[seq_len, backend, mode] = fn
+    for fn in [matmul_fn] + [fn for backend in backends for fn in runners(args, backend, args.chunk_size).values()]:
+        fn()  # warm-up: thread pools, lazily loaded kernels
+    best = interleaved_best_seconds(cells, args.reps, args.budget, args.device)
+    times = {
+        (seq_len, backend): {f"{mode}_s": best[seq_len, backend, mode] for mode in ("forward", "forward_backward")}
+        if (seq_len, backend, "forward") in best else None
+        for seq_len in args.seq_lens for backend in backends
+    }
+    return times, matmul_flops / best["matmul"] / 1e9
+
+
 def matmul(device: str, size: int = 2048) -> tuple[Callable[[], torch.Tensor], int]:
     """A (size, size) fp32 torch.matmul, the machine's reference rate, and its FLOPs."""
     a, b = (torch.randn(size, size, device=device) for _ in range(2))

@@ -5,11 +5,13 @@
     python benchmarks/gated_deltanet.py --device cuda --dtype bf16     # adds fla's Triton kernel
 
 Prints a markdown table of the best forward and forward+backward times of each backend
-(recurrent step loop, chunkwise PyTorch; fla's Triton kernel on CUDA), the chunkwise throughput
-as a fraction of this machine's fp32 matmul rate (measured in the same run), the
-chunkwise/recurrent speedup at T = 4096, and how chunkwise time scales with T (a fitted exponent;
-1 is linear). The step loop is skipped above --recurrent-max-len: it runs T Python steps, forward
-and backward, and would dominate the run.
+(recurrent step loop, chunkwise PyTorch; fla's Triton kernel on CUDA) over rounds that run every
+cell once each (see common.interleaved_best_seconds), the chunkwise throughput as a fraction of
+this machine's fp32 matmul rate (a cell of the same rounds), the chunkwise/recurrent speedup at
+T = 4096, and how chunkwise time scales with T (a fitted exponent; 1 is linear). The step loop
+is skipped above --recurrent-max-len: it runs T Python steps, forward and backward, and would
+dominate the run. torch's default thread count (--threads to change it): the chunkwise kernel's
+batched matmuls use every core, while the step loop, bound by per-op dispatch, does not care.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from layerzoo.kernels import gated_delta_rule  # noqa: E402
 
 from common import (  # noqa: E402
-    add_chunkwise_shape_arguments, markdown_table, matmul, scaling_exponent, sweep_parser, timed_runs,
+    add_chunkwise_shape_arguments, markdown_table, scaling_exponent, sweep_best_times, sweep_parser,
 )
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -48,31 +50,25 @@ def make_inputs(args, seq_len: int, requires_grad: bool):
     return [t.requires_grad_(requires_grad) for t in tensors]
 
 
-def best_seconds(args, fn) -> float:
-    """Fastest of up to args.reps runs after args.warmup, fewer (>= 3) once args.budget is spent.
-
-    The minimum, not the median: on a machine shared with other jobs, noise only ever adds time,
-    and a median of a few runs still moves with the load.
-    """
-    return min(timed_runs(fn, args.device, reps=args.reps, budget=args.budget, warmup=args.warmup))
-
-
-def time_backend(args, backend: str, seq_len: int) -> dict:
+def runners(args, backend: str, seq_len: int) -> dict:
+    """{"forward": fn, "forward_backward": fn}: closures over this cell's inputs, run to time."""
     def run(*inputs):
         return gated_delta_rule(*inputs, chunk_size=args.chunk_size, backend=backend)
 
     inputs = make_inputs(args, seq_len, requires_grad=False)
-    with torch.no_grad():
-        forward = best_seconds(args, lambda: run(*inputs))
-    inputs = make_inputs(args, seq_len, requires_grad=True)
+    leaves = make_inputs(args, seq_len, requires_grad=True)
     grad_out = torch.randn(args.batch, seq_len, args.heads, args.value_dim).to(args.device, DTYPES[args.dtype])
 
+    @torch.no_grad()
+    def forward():
+        run(*inputs)
+
     def forward_backward():
-        run(*inputs).backward(grad_out)
-        for t in inputs:
+        run(*leaves).backward(grad_out)
+        for t in leaves:
             t.grad = None
 
-    return {"forward_s": forward, "forward_backward_s": best_seconds(args, forward_backward)}
+    return {"forward": forward, "forward_backward": forward_backward}
 
 
 def chunkwise_flops(args, seq_len: int) -> float:
@@ -87,10 +83,16 @@ def chunkwise_flops(args, seq_len: int) -> float:
     return args.batch * args.heads * math.ceil(seq_len / c) * per_chunk
 
 
-def matmul_gflops(args) -> float:
-    """This machine's fp32 matmul rate: the best of a few n x n products."""
-    fn, flops = matmul(args.device, 4096 if args.device.startswith("cuda") else 2048)
-    return flops / best_seconds(args, fn) / 1e9
+def measure(args, backends: list[str]) -> tuple[list[dict], float]:
+    """One row per T with each timed backend's best times, and this machine's fp32 matmul GFLOP/s."""
+    times, peak = sweep_best_times(args, backends, runners, 4096 if args.device.startswith("cuda") else 2048)
+    rows = []
+    for seq_len in args.seq_lens:
+        row = {"seq_len": seq_len, **{b: times[seq_len, b] for b in backends if times[seq_len, b]}}
+        row["chunkwise_gflops"] = chunkwise_flops(args, seq_len) / row["chunkwise"]["forward_s"] / 1e9
+        row["fraction_of_matmul"] = row["chunkwise_gflops"] / peak
+        rows.append(row)
+    return rows, peak
 
 
 def markdown(rows: list[dict], backends: list[str]) -> str:
@@ -115,26 +117,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice); 1 steadies "
                         "timings on a machine other jobs share, where idle-waiting threads stall each other")
     parser.add_argument("--recurrent-max-len", type=int, default=4096, help="skip the step loop above this T")
-    parser.add_argument("--reps", type=int, default=5, help="timed runs per measurement (the fastest counts)")
-    parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--budget", type=float, default=10.0, help="stop after 3 runs past this many seconds")
+    parser.add_argument("--reps", type=int, default=5, help="rounds of timed runs (the fastest counts)")
+    parser.add_argument("--budget", type=float, default=10.0, help="a cell stops repeating after this many seconds")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
 
     if args.threads:
         torch.set_num_threads(args.threads)
     backends = ["recurrent", "chunkwise"] + (["fla"] if args.device.startswith("cuda") else [])
-    peak = matmul_gflops(args)
-    rows = []
-    for seq_len in args.seq_lens:
-        row = {"seq_len": seq_len}
-        for backend in backends:
-            if backend != "recurrent" or seq_len <= args.recurrent_max_len:
-                row[backend] = time_backend(args, backend, seq_len)
-        row["chunkwise_gflops"] = chunkwise_flops(args, seq_len) / row["chunkwise"]["forward_s"] / 1e9
-        row["fraction_of_matmul"] = row["chunkwise_gflops"] / peak
-        rows.append(row)
-        print(f"T={seq_len} done", file=sys.stderr, flush=True)
+    rows, peak = measure(args, backends)
 
     summary = {"matmul_gflops": peak}
     at = next((r for r in rows if r["seq_len"] == SPEEDUP_AT and "recurrent" in r), None)
@@ -149,7 +140,7 @@ def main() -> None:
     print(
         f"gated delta rule, B={args.batch}, H={args.heads}, K={args.key_dim}, V={args.value_dim}, "
         f"chunk {args.chunk_size}, {args.dtype}, {args.device}, {torch.get_num_threads()} threads, "
-        f"torch {torch.__version__}"
+        f"torch {torch.__version__}; best of up to {args.reps} interleaved runs"
     )
     print()
     print(markdown(rows, backends))

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -29,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from layerzoo.kernels import mlstm  # noqa: E402
 
 from common import (  # noqa: E402
-    add_chunkwise_shape_arguments, markdown_table, matmul, scaling_exponent, sweep_parser, sync,
+    add_chunkwise_shape_arguments, markdown_table, scaling_exponent, sweep_best_times, sweep_parser,
 )
 
 try:  # not a dependency: compared when installed
@@ -86,26 +85,6 @@ def runners(args, backend: str, seq_len: int) -> dict:
     return {"forward": forward, "forward_backward": forward_backward}
 
 
-def best_seconds(cells: dict, reps: int, budget: float, device: str) -> dict:
-    """{key: fn} -> {key: best seconds}, over up to `reps` rounds that run every cell once each.
-
-    Rounds interleave the cells, so a busy spell of a shared machine slows all alike rather than
-    bending one row; the best run, not the median, since slow runs measure the neighbours. A
-    cell stops repeating once its runs add up to `budget` seconds (it always runs once).
-    """
-    times = {key: [] for key in cells}
-    for round_index in range(reps):
-        for key, fn in cells.items():
-            if times[key] and sum(times[key]) >= budget:
-                continue
-            start = time.perf_counter()
-            fn()
-            sync(device)
-            times[key].append(time.perf_counter() - start)
-        print(f"round {round_index + 1}/{reps} done", file=sys.stderr, flush=True)
-    return {key: min(runs) for key, runs in times.items()}
-
-
 def chunkwise_matmul_flops(args, seq_len: int) -> int:
     """Multiply-adds x 2 of the chunkwise forward's matmuls, as executed (full (L, L) blocks).
 
@@ -118,25 +97,10 @@ def chunkwise_matmul_flops(args, seq_len: int) -> int:
 
 def measure(args, backends: list[str]) -> tuple[list[dict], float]:
     """One row per T with each backend's best times (None where skipped), and the matmul GFLOP/s."""
-    matmul_fn, matmul_flops = matmul(args.device)
-    cells = {"matmul": matmul_fn}
-    for seq_len in args.seq_lens:
-        for backend in backends:
-            if backend == "recurrent" and seq_len > args.recurrent_max_len:
-                continue
-            for mode, fn in runners(args, backend, seq_len).items():
-                cells[seq_len, backend, mode] = fn
-    for fn in [matmul_fn] + [fn for backend in backends for fn in runners(args, backend, args.chunk_size).values()]:
-        fn()  # warm-up: thread pools, lazily loaded kernels
-    best = best_seconds(cells, args.reps, args.budget, args.device)
-
-    peak = matmul_flops / best["matmul"] / 1e9
+    times, peak = sweep_best_times(args, backends, runners)
     rows = []
     for seq_len in args.seq_lens:
-        row = {"seq_len": seq_len}
-        for backend in backends:
-            timed = (seq_len, backend, "forward") in best
-            row[backend] = {f"{mode}_s": best[seq_len, backend, mode] for mode in ("forward", "forward_backward")} if timed else None
+        row = {"seq_len": seq_len, **{backend: times[seq_len, backend] for backend in backends}}
         for key in ("forward", "forward_backward"):
             row[f"speedup_{key}"] = row["recurrent"] and row["recurrent"][f"{key}_s"] / row["chunkwise"][f"{key}_s"]
         row["chunkwise_gflops"] = chunkwise_matmul_flops(args, seq_len) / row["chunkwise"]["forward_s"] / 1e9
