@@ -41,9 +41,11 @@ def chunk_backward(
     # dS' starts as the output's direct contribution to the state gradient
     torch.matmul(q_from_start.mT, d_out, out=d_states[:n_chunks])
     chunk_decay = from_start[..., -1, None, None]
-    for i in reversed(range(n_chunks)):
-        d_v_new[i].baddbmm_(k_to_end[i], d_states[i + 1])
-        d_states[i].addcmul_(d_states[i + 1], chunk_decay[i]).baddbmm_(w[i].mT, d_v_new[i], alpha=-1)
+    d_state = d_states.unbind()
+    steps = zip(d_v_new.unbind(), k_to_end.unbind(), chunk_decay.unbind(), w.mT.unbind())
+    for i, (d_v_new_i, k_i, decay_i, w_i) in reversed(list(enumerate(steps))):
+        d_v_new_i.baddbmm_(k_i, d_state[i + 1])
+        d_state[i].addcmul_(d_state[i + 1], decay_i).baddbmm_(w_i, d_v_new_i, alpha=-1)
 
     entering, d_leaving = states[:-1], d_states[1:]
     d_q_from_start = torch.matmul(d_out, entering.mT)

