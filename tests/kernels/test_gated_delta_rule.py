@@ -152,6 +152,29 @@ def test_gradcheck_chunkwise_in_fp64(g_regime):
     assert torch.autograd.gradcheck(fn, inputs)
 
 
+@pytest.mark.parametrize("grad", [False, True])
+def test_chunkwise_over_several_groups_of_chunks(grad, monkeypatch):
+    """The forward takes a group of chunks at a time (all kept for the backward, or one group's
+    worth without autograd): with room for 16 chunks, 38 chunks of 16 make three groups, the last
+    one short and padded."""
+    chunkwise = importlib.import_module("layerzoo.kernels.gated_delta_rule.chunkwise")
+    monkeypatch.setattr(chunkwise, "GROUP_BYTES", 16 * 2 * (8 * 4 + 16 * (4 + 8 + 16)) * 4)
+    gen = torch.Generator().manual_seed(0)
+    shape = (1, 600, 2)
+    inputs = {
+        "q": torch.randn(*shape, 8, generator=gen), "k": F.normalize(torch.randn(*shape, 8, generator=gen), dim=-1),
+        "v": torch.randn(*shape, 4, generator=gen), "g": make_gates("typical", shape, gen),
+        "beta": make_beta("uniform", shape, gen), "initial_state": torch.randn(1, 2, 8, 4, generator=gen),
+    }
+    expected_out, expected_state = reference_fp64(**inputs)
+    with torch.set_grad_enabled(grad):
+        leaves = {name: t.clone().requires_grad_(grad) for name, t in inputs.items()}
+        out, state = gated_delta_rule(**leaves, output_final_state=True, chunk_size=16, backend="chunkwise")
+    assert out.requires_grad == grad
+    assert_close(out, expected_out, what="output")
+    assert_close(state, expected_state, what="final state", scale=10)
+
+
 def test_chunkwise_gradients_of_some_inputs_only():
     """Inputs without requires_grad, and a loss on the final state alone (no output gradient)."""
     gen = torch.Generator().manual_seed(0)

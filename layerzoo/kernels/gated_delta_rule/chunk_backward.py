@@ -52,11 +52,16 @@ def chunk_backward(
     d_scores = torch.matmul(d_out, v_new.mT).mul_(scale)  # d(q k^T * L), the scale folded in
     d_k_to_end = torch.matmul(v_new, d_leaving.mT)
     d_chunk_decay = (entering * d_leaving).sum((-2, -1))
+    d_initial_state = d_states[0].clone()
+    # Large intermediates are dropped as soon as they are used: they set the peak memory.
+    del d_state, d_states, d_leaving
     # u = v_new + w S; dw = -dv_new S^T; du = dv_new; then through M
     u = v_new.flatten(0, 1).baddbmm(w.flatten(0, 1), entering.flatten(0, 1)).view_as(v_new)
     d_x_u = torch.matmul(inverse.mT, d_v_new)
     d_x_w = torch.matmul(inverse.mT, torch.matmul(d_v_new, entering.mT)).neg_()
+    del d_v_new
     d_a = torch.matmul(d_x_w, w.mT).add_(torch.matmul(d_x_u, u.mT)).neg_().tril_(-1)
+    del u
 
     d_a_inside = d_a * inside
     d_scores_inside = d_scores * inside
@@ -72,7 +77,7 @@ def chunk_backward(
     d_from_start = (q * d_q_from_start).sum(-1).mul_(scale).add_((k_beta * d_x_w).sum(-1)).mul_(from_start)
     d_to_end = (k_to_end * d_k_to_end).sum(-1)
     d_g = _gate_gradient(d_from_start, d_to_end, d_chunk_decay * from_start[..., -1], d_log_inside)
-    return d_q, d_k, d_v, d_g, d_beta, d_states[0]
+    return d_q, d_k, d_v, d_g, d_beta, d_initial_state
 
 
 def _gate_gradient(d_from_start, d_to_end, d_chunk_decay, d_log_inside) -> torch.Tensor:
