@@ -6,9 +6,9 @@ backward recompute cheap intermediates instead of storing them: about 1.1x faste
 1.15x faster forward+backward than the same algorithm under autograd on CPU.
 
 The forward takes a group of chunks at a time (GROUP_BYTES of intermediates), from copying them
-into the chunk-major layout to writing their output: the group's intermediates are still in cache when the state loop and the
-outputs read them, and without autograd they are all the forward keeps, so inference needs
-memory for its inputs and output plus a constant.
+into the chunk-major layout to writing their output: the group's intermediates are still in
+cache when the state loop and the outputs read them, and without autograd they are all the
+forward keeps, so inference needs memory for its inputs and output plus a constant.
 """
 
 from __future__ import annotations
