@@ -5,7 +5,8 @@
     python benchmarks/gated_deltanet.py --device cuda --dtype bf16     # adds fla's Triton kernel
 
 Prints a markdown table of the best forward and forward+backward times of each backend
-(recurrent step loop, chunkwise PyTorch; fla's Triton kernel on CUDA) over rounds that run every
+(recurrent step loop, chunkwise PyTorch; `fla_naive`: flash-linear-attention's own PyTorch chunk
+reference, the peer; fla's Triton kernel on CUDA) over rounds that run every
 cell once each (see common.interleaved_best_seconds), the chunkwise throughput as a fraction of
 this machine's fp32 matmul rate (a cell of the same rounds), the chunkwise/recurrent speedup at
 T = 4096, and how chunkwise time scales with T (a fitted exponent; 1 is linear). The step loop
@@ -27,6 +28,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from layerzoo.kernels import gated_delta_rule  # noqa: E402
+from layerzoo.kernels.gated_delta_rule.fla import load_fla_naive  # noqa: E402
 
 from common import (  # noqa: E402
     add_chunkwise_shape_arguments, markdown_table, scaling_exponent, sweep_best_times, sweep_parser,
@@ -52,8 +54,14 @@ def make_inputs(args, seq_len: int, requires_grad: bool):
 
 def runners(args, backend: str, seq_len: int) -> dict:
     """{"forward": fn, "forward_backward": fn}: closures over this cell's inputs, run to time."""
-    def run(*inputs):
-        return gated_delta_rule(*inputs, chunk_size=args.chunk_size, backend=backend)
+    if backend == "fla_naive":
+        naive = load_fla_naive()
+
+        def run(*inputs):
+            return naive.naive_chunk_gated_delta_rule(*inputs, chunk_size=args.chunk_size)[0]
+    else:
+        def run(*inputs):
+            return gated_delta_rule(*inputs, chunk_size=args.chunk_size, backend=backend)
 
     inputs = make_inputs(args, seq_len, requires_grad=False)
     leaves = make_inputs(args, seq_len, requires_grad=True)
@@ -125,13 +133,16 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     backends = ["recurrent", "chunkwise"] + (["fla"] if args.device.startswith("cuda") else [])
+    backends += ["fla_naive"] if load_fla_naive() else []
     rows, peak = measure(args, backends)
 
     summary = {"matmul_gflops": peak}
-    at = next((r for r in rows if r["seq_len"] == SPEEDUP_AT and "recurrent" in r), None)
-    if at:
-        for key in ("forward_s", "forward_backward_s"):
-            summary[f"speedup_{key[:-2]}_at_{SPEEDUP_AT}"] = at["recurrent"][key] / at["chunkwise"][key]
+    at = next((r for r in rows if r["seq_len"] == SPEEDUP_AT), {})
+    # how many times faster chunkwise is than each other CPU backend timed at T = SPEEDUP_AT
+    speedups = summary[f"chunkwise_speedup_at_{SPEEDUP_AT}"] = {
+        peer: {key[:-2]: at[peer][key] / at["chunkwise"][key] for key in ("forward_s", "forward_backward_s")}
+        for peer in ("recurrent", "fla_naive") if peer in at
+    }
     if len(rows) > 1:
         for key in ("forward_s", "forward_backward_s"):
             summary[f"chunkwise_{key[:-2]}_scaling_exponent"] = scaling_exponent(
@@ -147,10 +158,9 @@ def main() -> None:
     print()
     print(f"- fp32 matmul rate measured in this run: {peak:.1f} GFLOP/s; chunkwise GFLOP/s counts its "
           "matmul FLOPs only (see chunkwise_flops)")
-    if at:
-        print(f"- chunkwise / recurrent speedup at T={SPEEDUP_AT}: forward "
-              f"{summary[f'speedup_forward_at_{SPEEDUP_AT}']:.1f}x, forward+backward "
-              f"{summary[f'speedup_forward_backward_at_{SPEEDUP_AT}']:.1f}x")
+    for peer, speedup in speedups.items():
+        print(f"- chunkwise / {peer} speedup at T={SPEEDUP_AT}: forward {speedup['forward']:.1f}x, "
+              f"forward+backward {speedup['forward_backward']:.1f}x")
     if len(rows) > 1:
         print(f"- chunkwise time ~ T^p: p = {summary['chunkwise_forward_scaling_exponent']:.2f} forward, "
               f"{summary['chunkwise_forward_backward_scaling_exponent']:.2f} forward+backward (1 is linear)")

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+import importlib
 
 import pytest
 import torch
@@ -12,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from layerzoo.kernels import choose_gated_delta_backend, gated_delta_rule, gated_delta_rule_reference
+from layerzoo.kernels.gated_delta_rule.fla import load_fla_naive
 from layerzoo.testing import assert_close
 
 # How the log decay g and the write strength beta are drawn: typical values and the extremes
@@ -85,20 +85,11 @@ def reference_fp64(scale=None, **inputs):
     return gated_delta_rule_reference(**{name: t.double() for name, t in inputs.items()}, scale=scale)
 
 
-def load_fla_naive():
-    """fla's pure-PyTorch reference module, loaded from its file alone.
-
-    Importing the fla package pulls in transformers and takes 15 s or more; naive.py needs only
-    torch and einops.
-    """
-    spec = importlib.util.find_spec("fla")
-    if spec is None or spec.origin is None:
+def fla_naive():
+    naive = load_fla_naive()
+    if naive is None:
         pytest.skip("flash-linear-attention is not installed")
-    path = Path(spec.origin).parent / "ops" / "gated_delta_rule" / "naive.py"
-    module_spec = importlib.util.spec_from_file_location("fla_gated_delta_rule_naive", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module
+    return naive
 
 
 def seeded_like(t: torch.Tensor, seed: int) -> torch.Tensor:
@@ -233,7 +224,7 @@ def test_two_calls_with_the_state_carried_equal_one_call(case, data):
 
 @given(case=delta_rule_case(dtypes=(torch.float32,), max_length=80))
 def test_reference_matches_flash_linear_attention_naive_recurrence(case):
-    naive = load_fla_naive()
+    naive = fla_naive()
     inputs, kwargs = case
     out, state = gated_delta_rule_reference(**inputs, scale=kwargs["scale"])
     # fla's naive reference takes beta before g
@@ -243,6 +234,20 @@ def test_reference_matches_flash_linear_attention_naive_recurrence(case):
     )
     assert_close(out, fla_out, what="output vs fla naive")
     assert_close(state, fla_state, what="final state vs fla naive")
+
+
+@given(case=delta_rule_case(dtypes=(torch.float32,), max_length=150))
+def test_chunkwise_matches_flash_linear_attention_naive_chunk(case):
+    """Ours against the maintained library's own PyTorch version of the same chunk algorithm."""
+    naive = fla_naive()
+    inputs, kwargs = case
+    out, state = gated_delta_rule(**inputs, **kwargs, output_final_state=True, backend="chunkwise")
+    fla_out, fla_state = naive.naive_chunk_gated_delta_rule(
+        inputs["q"], inputs["k"], inputs["v"], inputs["g"], inputs["beta"], chunk_size=kwargs["chunk_size"],
+        scale=kwargs["scale"], initial_state=inputs.get("initial_state"), output_final_state=True,
+    )
+    assert_close(out, fla_out, what="output vs fla naive chunk", scale=10)
+    assert_close(state, fla_state, what="final state vs fla naive chunk", scale=10)
 
 
 def test_bf16_inputs_give_bf16_output_and_fp32_state():
