@@ -1,6 +1,6 @@
 """mLSTM kernels: the recurrent step loop, layerzoo's chunkwise form and mlstm_kernels' chunkwise.
 
-    python benchmarks/mlstm.py                      # CPU, fp32, T = 1024 ... 16384, one thread
+    python benchmarks/mlstm.py                      # CPU, fp32, T = 1024 ... 16384, torch's threads
     python benchmarks/mlstm.py --seq-lens 4096 --json mlstm.json
 
 Prints a markdown table of the best forward and forward+backward time of each backend, the
@@ -133,8 +133,9 @@ def main() -> None:
     add_chunkwise_shape_arguments(parser)
     parser.add_argument("--dtype", choices=DTYPES, default="fp32", help="of q, k, v (gates stay fp32)")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="intra-op threads (default 1: steady ratios on a shared machine; 0: torch's default)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="intra-op threads (default 0: torch's default, as the Gated DeltaNet benchmark; the "
+                        "chunkwise kernels' batched matmuls use every core, the step loop gains nothing from them)")
     parser.add_argument("--recurrent-max-len", type=int, default=SPEEDUP_AT,
                         help="skip the step loop above this T (its backward takes ~2.5 ms per token)")
     parser.add_argument("--reps", type=int, default=7, help="rounds of timed runs (best of them)")
