@@ -149,7 +149,7 @@ def test_chunkwise_over_several_groups_of_chunks(grad, monkeypatch):
     worth without autograd): with room for 16 chunks, 38 chunks of 16 make three groups, the last
     one short and padded."""
     chunkwise = importlib.import_module("layerzoo.kernels.gated_delta_rule.chunkwise")
-    monkeypatch.setattr(chunkwise, "GROUP_BYTES", 16 * 2 * (8 * 4 + 16 * (4 + 8 + 16)) * 4)
+    monkeypatch.setattr(chunkwise, "GROUP_BYTES", 16 * chunkwise.workspace_bytes_per_chunk(2, 16, 8, 4, 4))
     gen = torch.Generator().manual_seed(0)
     shape = (1, 600, 2)
     inputs = {

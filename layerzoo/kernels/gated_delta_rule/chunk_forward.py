@@ -34,6 +34,11 @@ def workspace(like: torch.Tensor, n_chunks: int, chunk: int, key_dim: int, value
     )
 
 
+def workspace_bytes_per_chunk(heads: int, chunk: int, key_dim: int, value_dim: int, itemsize: int) -> int:
+    """What one more chunk adds to a workspace: a state, v_new, w and M."""
+    return heads * (key_dim * value_dim + chunk * (value_dim + key_dim + chunk)) * itemsize
+
+
 def chunk_forward(q, k, v, g, beta, scale, states, v_new, w, inverse) -> torch.Tensor:
     """The forward over a run of N chunks: returns the output (N, BH, C, V) and fills a workspace.
 

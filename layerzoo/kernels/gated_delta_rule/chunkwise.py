@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from .chunk_backward import chunk_backward
-from .chunk_forward import chunk_forward, workspace
+from .chunk_forward import chunk_forward, workspace, workspace_bytes_per_chunk
 from .reference import compute_dtype
 
 # Bytes of intermediates per group of chunks: about what a CPU core's share of cache holds. The
@@ -59,23 +59,22 @@ class _ChunkwiseGatedDeltaRule(torch.autograd.Function):
         state = q.new_zeros(batch * heads, key_dim, value_dim, dtype=dtype)
         if initial_state is not None:
             state.copy_(initial_state.reshape(batch * heads, key_dim, value_dim))
-        # with autograd, one workspace for all chunks, kept for the backward; else one per group
-        kept = workspace(state, n_chunks, chunk, key_dim, value_dim) if differentiable else None
-        per_chunk = batch * heads * (key_dim * value_dim + chunk * (value_dim + key_dim + chunk)) * state.element_size()
-        group = max(1, GROUP_BYTES // per_chunk)
+        per_chunk = workspace_bytes_per_chunk(batch * heads, chunk, key_dim, value_dim, state.element_size())
+        group = min(n_chunks, max(1, GROUP_BYTES // per_chunk))
+        # with autograd, one workspace for all chunks, kept for the backward; else one group's,
+        # reused by every group
+        states, *rest = space = workspace(state, n_chunks if differentiable else group, chunk, key_dim, value_dim)
         for first in range(0, n_chunks, group):
             size = min(group, n_chunks - first)
             tokens = slice(first * chunk, min((first + size) * chunk, length))
             chunked = [_chunks(t[:, tokens], chunk, dtype) for t in (q, k, v, g, beta)]
-            if kept:
-                work = (kept[0][first:first + size + 1], *(t[first:first + size] for t in kept[1:]))
-            else:
-                work = workspace(state, size, chunk, key_dim, value_dim)
-            work[0][0] = state
+            offset = first if differentiable else 0
+            work = (states[offset:offset + size + 1], *(t[offset:offset + size] for t in rest))
+            work[0][0] = state  # with autograd it already is: the previous group's last state
             _unchunk_into(out[:, tokens], chunk_forward(*chunked, scale, *work))
             state = work[0][-1]
         if differentiable:
-            ctx.save_for_backward(q, k, v, g, beta, *kept)
+            ctx.save_for_backward(q, k, v, g, beta, *space)
             ctx.scale, ctx.chunk = scale, chunk
             ctx.state_dtype = None if initial_state is None else initial_state.dtype
         return out, state.clone().view(batch, heads, key_dim, value_dim)

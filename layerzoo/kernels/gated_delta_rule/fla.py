@@ -6,6 +6,7 @@ fla is imported here, on first use, so that importing layerzoo never compiles or
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 from types import ModuleType
@@ -48,9 +49,10 @@ def fla_gated_delta_rule(
     return out, final_state
 
 
+@functools.cache
 def load_fla_naive() -> ModuleType | None:
     """fla's `ops/gated_delta_rule/naive.py` (naive_recurrent_ and naive_chunk_gated_delta_rule),
-    loaded from its file alone; None when fla is not installed.
+    loaded from its file alone, once; None when fla is not installed.
 
     Importing the fla package pulls in transformers and takes 15 s or more; naive.py needs only
     torch and einops.
