@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
+import contextlib
+import logging
+import os
+import shutil
+from unittest import mock
 
 import pytest
 import torch
@@ -11,6 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from layerzoo.kernels import choose_gated_delta_backend, gated_delta_rule, gated_delta_rule_reference
+from layerzoo.kernels.gated_delta_rule import chunkwise as chunkwise_module
+from layerzoo.kernels.gated_delta_rule import native
 from layerzoo.kernels.gated_delta_rule.fla import load_fla_naive
 from layerzoo.testing import assert_close
 
@@ -96,8 +102,22 @@ def seeded_like(t: torch.Tensor, seed: int) -> torch.Tensor:
     return torch.randn(t.shape, generator=torch.Generator().manual_seed(seed))
 
 
+# The chunkwise kernel's two CPU forwards (chunkwise.py): the compiled one, and the PyTorch one
+# that runs where it cannot be built. Both feed the same backward.
+FORWARDS = ("compiled", "pytorch")
+
+
+@contextlib.contextmanager
+def cpu_forward(kind: str):
+    if kind == "compiled" and native.load_native_forward() is None:
+        pytest.fail("the compiled CPU forward did not build (see the warning logged above)")
+    with mock.patch.dict(os.environ, {"LAYERZOO_NATIVE": "1" if kind == "compiled" else "0"}):
+        yield
+
+
+@pytest.mark.parametrize("forward", FORWARDS)
 @given(case=delta_rule_case())
-def test_chunkwise_matches_reference_outputs_states_and_gradients(case):
+def test_chunkwise_matches_reference_outputs_states_and_gradients(forward, case):
     inputs, kwargs = case
     dtype = inputs["q"].dtype
     grad_out = seeded_like(inputs["v"], 1)
@@ -111,7 +131,8 @@ def test_chunkwise_matches_reference_outputs_states_and_gradients(case):
     def truth(**leaves):
         return reference_fp64(kwargs["scale"], **leaves)
 
-    out, state, grads = run_with_grads(chunkwise, inputs, grad_out, grad_state)
+    with cpu_forward(forward):
+        out, state, grads = run_with_grads(chunkwise, inputs, grad_out, grad_state)
     expected_out, expected_state, expected_grads = run_with_grads(truth, inputs, grad_out.double(), grad_state.double())
     assert out.dtype == dtype and state.dtype == torch.float32
     # bf16 inputs are exact in fp32 and all arithmetic is fp32, so the fp32 state is held to fp32
@@ -124,8 +145,9 @@ def test_chunkwise_matches_reference_outputs_states_and_gradients(case):
         assert_close(grad.float(), expected_grads[name], dtype, what=f"d{name}", scale=10 if dtype == torch.float32 else 1)
 
 
+@pytest.mark.parametrize("forward", FORWARDS)
 @pytest.mark.parametrize("g_regime", ["typical", "mixed"])
-def test_gradcheck_chunkwise_in_fp64(g_regime):
+def test_gradcheck_chunkwise_in_fp64(g_regime, forward):
     """The hand-written backward against finite differences: every input and the initial state,
     through the output and the final state, over three chunks of 2 (the last one padded)."""
     gen = torch.Generator().manual_seed(0)
@@ -140,16 +162,18 @@ def test_gradcheck_chunkwise_in_fp64(g_regime):
     def fn(q, k, v, g, beta, state):
         return gated_delta_rule(q, k, v, g, beta, initial_state=state, output_final_state=True, chunk_size=2, backend="chunkwise")
 
-    assert torch.autograd.gradcheck(fn, inputs)
+    with cpu_forward(forward):
+        assert torch.autograd.gradcheck(fn, inputs)
 
 
 @pytest.mark.parametrize("grad", [False, True])
 def test_chunkwise_over_several_groups_of_chunks(grad, monkeypatch):
-    """The forward takes a group of chunks at a time (all kept for the backward, or one group's
-    worth without autograd): with room for 16 chunks, 38 chunks of 16 make three groups, the last
-    one short and padded."""
-    chunkwise = importlib.import_module("layerzoo.kernels.gated_delta_rule.chunkwise")
-    monkeypatch.setattr(chunkwise, "GROUP_BYTES", 16 * chunkwise.workspace_bytes_per_chunk(2, 16, 8, 4, 4))
+    """The PyTorch forward takes a group of chunks at a time (all kept for the backward, or one
+    group's worth without autograd): with room for 16 chunks, 38 chunks of 16 make three groups,
+    the last one short and padded."""
+    monkeypatch.setenv("LAYERZOO_NATIVE", "0")
+    bytes_per_chunk = chunkwise_module.workspace_bytes_per_chunk(2, 16, 8, 4, 4)
+    monkeypatch.setattr(chunkwise_module, "GROUP_BYTES", 16 * bytes_per_chunk)
     gen = torch.Generator().manual_seed(0)
     shape = (1, 600, 2)
     inputs = {
@@ -166,6 +190,62 @@ def test_chunkwise_over_several_groups_of_chunks(grad, monkeypatch):
     assert_close(state, expected_state, what="final state", scale=10)
 
 
+@given(case=delta_rule_case(dtypes=(torch.float64, torch.float32, torch.bfloat16), max_length=150))
+def test_compiled_forward_keeps_what_the_pytorch_forward_keeps(case):
+    """Both forwards feed one backward: outputs, final states and every kept tensor agree,
+    padding of the last chunk included."""
+    compiled = native.load_native_forward()
+    if compiled is None:
+        pytest.fail("the compiled CPU forward did not build (see the warning logged above)")
+    inputs, kwargs = case
+    q, k, v, g, beta = (inputs[name] for name in ("q", "k", "v", "g", "beta"))
+    batch, length, heads, key_dim = k.shape
+    dtype = torch.promote_types(q.dtype, torch.float32)
+    initial = inputs.get("initial_state", torch.zeros(batch, heads, key_dim, v.shape[-1])).to(dtype)
+    scale, chunk = kwargs["scale"] or key_dim**-0.5, min(kwargs["chunk_size"], length)
+    results = {
+        name: forward(q, k, v, g, beta, initial.flatten(0, 1).clone(), scale, chunk, True)
+        for name, forward in (("compiled", lambda *a: chunkwise_module._native_forward(compiled, *a)),
+                              ("pytorch", chunkwise_module._grouped_forward))
+    }
+    (out, state, kept), (expected_out, expected_state, expected_kept) = results["compiled"], results["pytorch"]
+    assert out.dtype == expected_out.dtype == q.dtype
+    assert_close(out.to(dtype), expected_out.to(dtype), q.dtype, what="output")
+    assert_close(state, expected_state, dtype, what="final state", scale=10)
+    for name, t, expected in zip(("states", "v_new", "w", "(I + A)^-1"), kept, expected_kept):
+        assert t.shape == expected.shape and t.dtype == expected.dtype
+        assert_close(t, expected, dtype, what=name, scale=10)
+
+
+def test_compiled_forward_off_or_unbuildable_falls_back_to_pytorch(monkeypatch, caplog):
+    """LAYERZOO_NATIVE=0 turns the compiled forward off; a failed build logs one warning and
+    leaves the PyTorch forward running."""
+    q = torch.zeros(1, 4, 1, 2)
+    monkeypatch.setenv("LAYERZOO_NATIVE", "0")
+    assert native.native_forward_for(q) is None
+    monkeypatch.delenv("LAYERZOO_NATIVE")
+    assert native.native_forward_for(q.to("meta")) is None  # CPU only
+
+    def no_compiler(**_):
+        raise RuntimeError("Ninja is required to load C++ extensions\n(details)")
+
+    monkeypatch.setattr(torch.utils.cpp_extension, "load", no_compiler)
+    native.load_native_forward.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger=native.__name__):
+            assert native.native_forward_for(q) is None
+        assert "compiled CPU gated delta rule unavailable (Ninja is required" in caplog.text
+        out = gated_delta_rule(q, q, q, q[..., 0], q[..., 0], backend="chunkwise")
+        assert out.shape == q.shape and not out.any()
+    finally:
+        native.load_native_forward.cache_clear()
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler: the PyTorch forward runs")
+def test_compiled_forward_builds_where_a_compiler_is():
+    assert native.load_native_forward() is not None
+
+
 def test_chunkwise_gradients_of_some_inputs_only():
     """Inputs without requires_grad, and a loss on the final state alone (no output gradient)."""
     gen = torch.Generator().manual_seed(0)
@@ -179,9 +259,10 @@ def test_chunkwise_gradients_of_some_inputs_only():
     assert_close(v_leaf.grad, expected.grad, what="dv from the final state alone")
 
 
+@pytest.mark.parametrize("forward", FORWARDS)
 @pytest.mark.parametrize("g_regime", G_REGIMES)
 @pytest.mark.parametrize("beta_regime", BETA_REGIMES)
-def test_extreme_gates_stay_finite_and_agree(g_regime, beta_regime):
+def test_extreme_gates_stay_finite_and_agree(g_regime, beta_regime, forward):
     gen = torch.Generator().manual_seed(0)
     shape = (1, 40, 2)
     inputs = {
@@ -199,7 +280,8 @@ def test_extreme_gates_stay_finite_and_agree(g_regime, beta_regime):
         def kernel(**leaves):
             return gated_delta_rule(**leaves, output_final_state=True, chunk_size=16, backend=backend)
 
-        out, state, grads = run_with_grads(kernel, inputs, grad_out, grad_state)
+        with cpu_forward(forward):
+            out, state, grads = run_with_grads(kernel, inputs, grad_out, grad_state)
         assert_close(out, expected_out, torch.float32, what=f"{backend} output")
         assert_close(state, expected_state, torch.float32, what=f"{backend} final state")
         for name, grad in grads.items():  # assert_close also fails on NaN or Inf

@@ -1,0 +1,51 @@
+"""The compiled CPU forward (cpu_forward.cpp): built on first use, then loaded from torch's cache.
+
+The build runs once per machine and torch version (about a minute; torch.utils.cpp_extension
+keeps it under ~/.cache/torch_extensions, or $TORCH_EXTENSIONS_DIR). It needs a C++ compiler and
+ninja; without them, or with LAYERZOO_NATIVE=0, the chunkwise kernel uses its PyTorch forward,
+which computes the same thing about half as fast on CPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("cpu_forward.cpp")
+# Dtypes the compiled forward is built for: the chunkwise kernel's compute dtypes.
+DTYPES = (torch.float32, torch.float64)
+
+
+def native_forward_for(q: torch.Tensor) -> Callable | None:
+    """The compiled forward if it can run on q's device and compute dtype, else None."""
+    if q.device.type != "cpu" or os.environ.get("LAYERZOO_NATIVE", "1") == "0":
+        return None
+    return load_native_forward()
+
+
+@functools.cache
+def load_native_forward() -> Callable | None:
+    """torch.ops.layerzoo.gated_delta_rule_forward, built if need be; None (and a warning, once)
+    when it cannot be built or loaded."""
+    from torch.utils import cpp_extension
+
+    log.info("layerzoo: building the compiled CPU gated delta rule forward (once per machine)")
+    try:
+        cpp_extension.load(
+            name="layerzoo_gated_delta_rule_cpu",
+            sources=[str(SOURCE)],
+            extra_cflags=["-O3", "-fopenmp"],
+            is_python_module=False,
+        )
+    except Exception as error:  # no compiler, no ninja, no BLAS symbols: fall back, say why once
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        log.warning("layerzoo: compiled CPU gated delta rule unavailable (%s); using the PyTorch forward", reason)
+        return None
+    return torch.ops.layerzoo.gated_delta_rule_forward
