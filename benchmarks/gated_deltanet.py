@@ -4,23 +4,27 @@
     python benchmarks/gated_deltanet.py --seq-lens 4096 --json gdn.json
     python benchmarks/gated_deltanet.py --device cuda --dtype bf16     # adds fla's Triton kernel
 
-Prints a markdown table of the best forward and forward+backward times of each backend
-(recurrent step loop, chunkwise PyTorch; `fla_naive`: flash-linear-attention's own PyTorch chunk
-reference, the peer; fla's Triton kernel on CUDA) over rounds that run every
-cell once each (see common.interleaved_best_seconds), the chunkwise throughput as a fraction of
-this machine's fp32 matmul rate (a cell of the same rounds), the chunkwise/recurrent speedup at
-T = 4096, and how chunkwise time scales with T (a fitted exponent; 1 is linear). The step loop
-is skipped above --recurrent-max-len: it runs T Python steps, forward and backward, and would
-dominate the run. torch's default thread count (--threads to change it): the chunkwise kernel's
-batched matmuls use every core, while the step loop, bound by per-op dispatch, does not care.
+Prints a markdown table of the best forward and forward+backward times of each backend over
+rounds that run every cell once each (see common.interleaved_best_seconds): the recurrent step
+loop; chunkwise, whose forward on CPU is the compiled one (cpu_forward.cpp); on CPU
+`chunkwise_torch`, the same kernel with its PyTorch forward; `fla_naive`, flash-linear-attention's
+own PyTorch chunk reference, the peer; on CUDA fla's Triton kernel. Then the chunkwise throughput
+as a fraction of this machine's fp32 matmul rate (a cell of the same rounds), the chunkwise
+speedups at T = 4096, and how chunkwise time scales with T (a fitted exponent; 1 is linear). The
+step loop is skipped above --recurrent-max-len: it runs T Python steps, forward and backward, and
+would dominate the run. torch's default thread count (--threads to change it): the chunkwise
+kernel spreads heads (compiled) or batched matmuls (PyTorch) over every core, while the step
+loop, bound by per-op dispatch, does not care.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from layerzoo.kernels import gated_delta_rule  # noqa: E402
 from layerzoo.kernels.gated_delta_rule.fla import load_fla_naive  # noqa: E402
+from layerzoo.kernels.gated_delta_rule.native import load_native_forward  # noqa: E402
 
 from common import (  # noqa: E402
     add_chunkwise_shape_arguments, markdown_table, scaling_exponent, sweep_best_times, sweep_parser,
@@ -59,6 +64,10 @@ def runners(args, backend: str, seq_len: int) -> dict:
 
         def run(*inputs):
             return naive.naive_chunk_gated_delta_rule(*inputs, chunk_size=args.chunk_size)[0]
+    elif backend == "chunkwise_torch":
+        def run(*inputs):
+            with mock.patch.dict(os.environ, {"LAYERZOO_NATIVE": "0"}):
+                return gated_delta_rule(*inputs, chunk_size=args.chunk_size, backend="chunkwise")
     else:
         def run(*inputs):
             return gated_delta_rule(*inputs, chunk_size=args.chunk_size, backend=backend)
@@ -132,16 +141,17 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    backends = ["recurrent", "chunkwise"] + (["fla"] if args.device.startswith("cuda") else [])
+    backends = ["recurrent", "chunkwise"] + (["fla"] if args.device.startswith("cuda") else ["chunkwise_torch"])
     backends += ["fla_naive"] if load_fla_naive() else []
     rows, peak = measure(args, backends)
+    compiled = args.device == "cpu" and load_native_forward() is not None
 
     summary = {"matmul_gflops": peak}
     at = next((r for r in rows if r["seq_len"] == SPEEDUP_AT), {})
     # how many times faster chunkwise is than each other CPU backend timed at T = SPEEDUP_AT
     speedups = summary[f"chunkwise_speedup_at_{SPEEDUP_AT}"] = {
         peer: {key[:-2]: at[peer][key] / at["chunkwise"][key] for key in ("forward_s", "forward_backward_s")}
-        for peer in ("recurrent", "fla_naive") if peer in at
+        for peer in ("recurrent", "chunkwise_torch", "fla_naive") if peer in at
     }
     if len(rows) > 1:
         for key in ("forward_s", "forward_backward_s"):
@@ -156,6 +166,8 @@ def main() -> None:
     print()
     print(markdown(rows, backends))
     print()
+    if args.device == "cpu":
+        print(f"- chunkwise forward: {'compiled (cpu_forward.cpp)' if compiled else 'PyTorch (the compiled one did not build)'}")
     print(f"- fp32 matmul rate measured in this run: {peak:.1f} GFLOP/s; chunkwise GFLOP/s counts its "
           "matmul FLOPs only (see chunkwise_flops)")
     for peer, speedup in speedups.items():
