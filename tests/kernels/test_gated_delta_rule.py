@@ -193,15 +193,32 @@ def test_chunkwise_over_several_groups_of_chunks(grad, monkeypatch):
     assert_close(state, expected_state, what="final state", scale=10)
 
 
-@given(case=delta_rule_case(dtypes=(torch.float64, torch.float32, torch.bfloat16), max_length=150))
-def test_compiled_forward_keeps_what_the_pytorch_forward_keeps(case):
+def relayout(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """The same values as t (B, T, H[, D]) in another memory layout, as a view."""
+    if layout == "token_major":  # contiguous
+        return t
+    if layout == "channel_major":  # (B, H * D, T) transposed: a convolution's output
+        flat = t.flatten(2) if t.dim() == 4 else t
+        return flat.transpose(1, 2).contiguous().transpose(1, 2).view(t.shape)
+    wider = t.new_zeros(*t.shape[:-1], 2 * t.shape[-1])  # every other element of a larger tensor
+    wider[..., ::2] = t
+    return wider[..., ::2]
+
+
+LAYOUTS = ("token_major", "channel_major", "strided")
+
+
+@given(case=delta_rule_case(dtypes=(torch.float64, torch.float32, torch.bfloat16), max_length=150),
+       layout=st.sampled_from(LAYOUTS))
+def test_compiled_forward_keeps_what_the_pytorch_forward_keeps(case, layout):
     """Both forwards feed one backward: outputs, final states and every kept tensor agree,
-    padding of the last chunk included."""
+    padding of the last chunk included, whatever the inputs' memory layout (the compiled forward
+    reads them with their strides)."""
     compiled = native.load_native_forward()
     if compiled is None:
         pytest.fail("the compiled CPU forward did not build (see the warning logged above)")
     inputs, kwargs = case
-    q, k, v, g, beta = (inputs[name] for name in ("q", "k", "v", "g", "beta"))
+    q, k, v, g, beta = (relayout(inputs[name], layout) for name in ("q", "k", "v", "g", "beta"))
     batch, length, heads, key_dim = k.shape
     dtype = torch.promote_types(q.dtype, torch.float32)
     initial = inputs.get("initial_state", torch.zeros(batch, heads, key_dim, v.shape[-1])).to(dtype)
@@ -220,24 +237,32 @@ def test_compiled_forward_keeps_what_the_pytorch_forward_keeps(case):
         assert_close(t, expected, dtype, what=name, scale=10)
 
 
-def test_compiled_forward_off_or_unbuildable_falls_back_to_pytorch(monkeypatch, caplog):
-    """LAYERZOO_NATIVE=0 turns the compiled forward off; a failed build logs one warning and
-    leaves the PyTorch forward running."""
+BUILD_FAILURES = [
+    ("Ninja is required to load C++ extensions\n(details)", "(Ninja is required to load C++ extensions)"),
+    ("Error building extension 'x': [1/2] c++ -O3 -c x.cpp\nx.cpp:3:1: error: 'y' was not declared\nmore",
+     "(x.cpp:3:1: error: 'y' was not declared)"),
+]
+
+
+@pytest.mark.parametrize("message,reason", BUILD_FAILURES)
+def test_compiled_forward_off_or_unbuildable_falls_back_to_pytorch(monkeypatch, caplog, message, reason):
+    """LAYERZOO_NATIVE=0 turns the compiled forward off; a failed build logs one warning with the
+    reason (the compiler's error, not its command line) and leaves the PyTorch forward running."""
     q = torch.zeros(1, 4, 1, 2)
     monkeypatch.setenv("LAYERZOO_NATIVE", "0")
     assert native.native_forward_for(q) is None
     monkeypatch.delenv("LAYERZOO_NATIVE")
     assert native.native_forward_for(q.to("meta")) is None  # CPU only
 
-    def no_compiler(**_):
-        raise RuntimeError("Ninja is required to load C++ extensions\n(details)")
+    def failed_build(**_):
+        raise RuntimeError(message)
 
-    monkeypatch.setattr(torch.utils.cpp_extension, "load", no_compiler)
+    monkeypatch.setattr(torch.utils.cpp_extension, "load", failed_build)
     native.load_native_forward.cache_clear()
     try:
         with caplog.at_level(logging.WARNING, logger=native.__name__):
             assert native.native_forward_for(q) is None
-        assert "compiled CPU gated delta rule unavailable (Ninja is required" in caplog.text
+        assert f"compiled CPU gated delta rule unavailable {reason}; using the PyTorch forward" in caplog.text
         out = gated_delta_rule(q, q, q, q[..., 0], q[..., 0], backend="chunkwise")
         assert out.shape == q.shape and not out.any()
     finally:

@@ -120,10 +120,10 @@ def _unchunk_into(dst: torch.Tensor, t: torch.Tensor) -> None:
 def _native_forward(native, q, k, v, g, beta, state, scale, chunk, keep):
     """The compiled CPU forward (native.py): (out in q's dtype, final state, workspace or None).
 
-    It reads the inputs in their own layout, in the compute dtype: a cast copies narrower inputs.
-    state (BH, K, V) enters as the initial state and leaves as the final one.
+    It reads the inputs with their own strides, in the compute dtype: a cast copies narrower
+    inputs. state (BH, K, V) enters as the initial state and leaves as the final one.
     """
-    inputs = [t.to(state.dtype).contiguous() for t in (q, k, v, g, beta)]
+    inputs = [t.to(state.dtype) for t in (q, k, v, g, beta)]
     out, *space = native(*inputs, scale, state, chunk, keep)
     return out.to(q.dtype), state, space if keep else None
 

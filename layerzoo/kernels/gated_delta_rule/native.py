@@ -45,7 +45,14 @@ def load_native_forward() -> Callable | None:
             is_python_module=False,
         )
     except Exception as error:  # no compiler, no ninja, no BLAS symbols: fall back, say why once
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        log.warning("layerzoo: compiled CPU gated delta rule unavailable (%s); using the PyTorch forward", reason)
+        log.warning("layerzoo: compiled CPU gated delta rule unavailable (%s); using the PyTorch forward", _reason(error))
         return None
     return torch.ops.layerzoo.gated_delta_rule_forward
+
+
+def _reason(error: Exception) -> str:
+    """One line on why a build failed: the compiler's first error where there is one (a failed
+    build's message starts with the whole compile command), else the message's first line."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    errors = [line for line in lines if "error:" in line]
+    return (errors or lines or [type(error).__name__])[0]
