@@ -1,6 +1,6 @@
 """The compiled CPU forward (cpu_forward.cpp): built on first use, then loaded from torch's cache.
 
-The build runs once per machine and torch version (about a minute; torch.utils.cpp_extension
+The build runs once per machine and torch version (about 30 s on 2 cores; torch.utils.cpp_extension
 keeps it under ~/.cache/torch_extensions, or $TORCH_EXTENSIONS_DIR). It needs a C++ compiler and
 ninja; without them, or with LAYERZOO_NATIVE=0, the chunkwise kernel uses its PyTorch forward,
 which computes the same thing about half as fast on CPU.
@@ -19,12 +19,11 @@ import torch
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("cpu_forward.cpp")
-# Dtypes the compiled forward is built for: the chunkwise kernel's compute dtypes.
-DTYPES = (torch.float32, torch.float64)
 
 
 def native_forward_for(q: torch.Tensor) -> Callable | None:
-    """The compiled forward if it can run on q's device and compute dtype, else None."""
+    """The compiled forward if it can run on q's device (CPU) and is not turned off, else None.
+    It takes fp32 and fp64, the chunkwise kernel's compute dtypes."""
     if q.device.type != "cpu" or os.environ.get("LAYERZOO_NATIVE", "1") == "0":
         return None
     return load_native_forward()
@@ -36,11 +35,13 @@ def load_native_forward() -> Callable | None:
     when it cannot be built or loaded."""
     from torch.utils import cpp_extension
 
-    log.info("layerzoo: building the compiled CPU gated delta rule forward (once per machine)")
+    log.info("layerzoo: loading the compiled CPU gated delta rule forward (built on first use)")
     try:
         cpp_extension.load(
             name="layerzoo_gated_delta_rule_cpu",
             sources=[str(SOURCE)],
+            # -fopenmp so that ATen's parallel_for (a header template) runs its heads in parallel;
+            # not linked: the OpenMP symbols resolve to the runtime libtorch_cpu already loaded
             extra_cflags=["-O3", "-fopenmp"],
             is_python_module=False,
         )
