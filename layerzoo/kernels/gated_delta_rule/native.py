@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Callable
 
@@ -19,6 +20,9 @@ import torch
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("cpu_forward.cpp")
+# torch rebuilds a cached extension when its sources or flags change, not when torch does: the
+# torch version in the name keeps a build against one torch's headers from loading into another.
+NAME = "layerzoo_gated_delta_rule_cpu_torch_" + re.sub(r"\W", "_", torch.__version__)
 
 
 def native_forward_for(q: torch.Tensor) -> Callable | None:
@@ -38,7 +42,7 @@ def load_native_forward() -> Callable | None:
     log.info("layerzoo: loading the compiled CPU gated delta rule forward (built on first use)")
     try:
         cpp_extension.load(
-            name="layerzoo_gated_delta_rule_cpu",
+            name=NAME,
             sources=[str(SOURCE)],
             # -fopenmp so that ATen's parallel_for (a header template) runs its heads in parallel;
             # not linked: the OpenMP symbols resolve to the runtime libtorch_cpu already loaded
