@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -102,22 +103,29 @@ def seeded_like(t: torch.Tensor, seed: int) -> torch.Tensor:
     return torch.randn(t.shape, generator=torch.Generator().manual_seed(seed))
 
 
-# The chunkwise kernel's two CPU forwards (chunkwise.py): the compiled one, and the PyTorch one
-# that runs where it cannot be built. Both feed the same backward.
-FORWARDS = ("compiled", "pytorch")
+# The chunkwise kernel's two CPU implementations (chunkwise.py): compiled, and the PyTorch one that
+# runs where that cannot be built. Both keep the same workspace between forward and backward.
+CPU_KERNELS = ("compiled", "pytorch")
+
+
+def compiled_ops():
+    ops = native.load_native_ops()
+    if ops is None:
+        pytest.fail("the compiled CPU kernels did not build (see the warning logged above)")
+    return ops
 
 
 @contextlib.contextmanager
-def cpu_forward(kind: str):
-    if kind == "compiled" and native.load_native_forward() is None:
-        pytest.fail("the compiled CPU forward did not build (see the warning logged above)")
+def cpu_kernels(kind: str):
+    if kind == "compiled":
+        compiled_ops()
     with mock.patch.dict(os.environ, {"LAYERZOO_NATIVE": "1" if kind == "compiled" else "0"}):
         yield
 
 
-@pytest.mark.parametrize("forward", FORWARDS)
+@pytest.mark.parametrize("cpu", CPU_KERNELS)
 @given(case=delta_rule_case())
-def test_chunkwise_matches_reference_outputs_states_and_gradients(forward, case):
+def test_chunkwise_matches_reference_outputs_states_and_gradients(cpu, case):
     inputs, kwargs = case
     dtype = inputs["q"].dtype
     grad_out = seeded_like(inputs["v"], 1)
@@ -131,7 +139,7 @@ def test_chunkwise_matches_reference_outputs_states_and_gradients(forward, case)
     def truth(**leaves):
         return reference_fp64(kwargs["scale"], **leaves)
 
-    with cpu_forward(forward):
+    with cpu_kernels(cpu):
         out, state, grads = run_with_grads(chunkwise, inputs, grad_out, grad_state)
     # The kernel sees the output's gradient rounded to the output's dtype (bf16 for bf16 inputs);
     # so does the truth: where a gradient cancels (dg of one token sums K * V terms of both signs)
@@ -148,9 +156,9 @@ def test_chunkwise_matches_reference_outputs_states_and_gradients(forward, case)
         assert_close(grad.float(), expected_grads[name], dtype, what=f"d{name}", scale=10 if dtype == torch.float32 else 1)
 
 
-@pytest.mark.parametrize("forward", FORWARDS)
+@pytest.mark.parametrize("cpu", CPU_KERNELS)
 @pytest.mark.parametrize("g_regime", ["typical", "mixed"])
-def test_gradcheck_chunkwise_in_fp64(g_regime, forward):
+def test_gradcheck_chunkwise_in_fp64(g_regime, cpu):
     """The hand-written backward against finite differences: every input and the initial state,
     through the output and the final state, over three chunks of 2 (the last one padded)."""
     gen = torch.Generator().manual_seed(0)
@@ -165,7 +173,7 @@ def test_gradcheck_chunkwise_in_fp64(g_regime, forward):
     def fn(q, k, v, g, beta, state):
         return gated_delta_rule(q, k, v, g, beta, initial_state=state, output_final_state=True, chunk_size=2, backend="chunkwise")
 
-    with cpu_forward(forward):
+    with cpu_kernels(cpu):
         assert torch.autograd.gradcheck(fn, inputs)
 
 
@@ -210,24 +218,22 @@ LAYOUTS = ("token_major", "channel_major", "strided")
 
 @given(case=delta_rule_case(dtypes=(torch.float64, torch.float32, torch.bfloat16), max_length=150),
        layout=st.sampled_from(LAYOUTS))
-def test_compiled_forward_keeps_what_the_pytorch_forward_keeps(case, layout):
-    """Both forwards feed one backward: outputs, final states and every kept tensor agree,
-    padding of the last chunk included, whatever the inputs' memory layout (the compiled forward
-    reads them with their strides)."""
-    compiled = native.load_native_forward()
-    if compiled is None:
-        pytest.fail("the compiled CPU forward did not build (see the warning logged above)")
+def test_compiled_kernels_agree_with_the_pytorch_ones_step_by_step(case, layout):
+    """The two forwards keep the same workspace (padding of the last chunk included) and give the
+    same output and final state; the two backwards give the same gradients from one workspace;
+    whatever the memory layout of the inputs and of the output's gradient (the compiled kernels
+    read them with their strides)."""
+    ops = compiled_ops()
     inputs, kwargs = case
-    q, k, v, g, beta = (relayout(inputs[name], layout) for name in ("q", "k", "v", "g", "beta"))
+    names = ("q", "k", "v", "g", "beta")
+    q, k, v, g, beta = primals = [relayout(inputs[name], layout) for name in names]
     batch, length, heads, key_dim = k.shape
     dtype = torch.promote_types(q.dtype, torch.float32)
     initial = inputs.get("initial_state", torch.zeros(batch, heads, key_dim, v.shape[-1])).to(dtype)
     scale, chunk = kwargs["scale"] or key_dim**-0.5, min(kwargs["chunk_size"], length)
-    results = {
-        name: forward(q, k, v, g, beta, initial.flatten(0, 1).clone(), scale, chunk, True)
-        for name, forward in (("compiled", lambda *a: chunkwise_module._native_forward(compiled, *a)),
-                              ("pytorch", chunkwise_module._grouped_forward))
-    }
+    forwards = {"compiled": functools.partial(chunkwise_module._native_forward, ops),
+                "pytorch": chunkwise_module._grouped_forward}
+    results = {name: run(*primals, initial.flatten(0, 1).clone(), scale, chunk, True) for name, run in forwards.items()}
     (out, state, kept), (expected_out, expected_state, expected_kept) = results["compiled"], results["pytorch"]
     assert out.dtype == expected_out.dtype == q.dtype
     assert_close(out.to(dtype), expected_out.to(dtype), q.dtype, what="output")
@@ -235,6 +241,19 @@ def test_compiled_forward_keeps_what_the_pytorch_forward_keeps(case, layout):
     for name, t, expected in zip(("states", "v_new", "w", "(I + A)^-1"), kept, expected_kept):
         assert t.shape == expected.shape and t.dtype == expected.dtype
         assert_close(t, expected, dtype, what=name, scale=10)
+
+    d_out = relayout(seeded_like(expected_out, 1).to(q.dtype), layout)
+    d_state = seeded_like(state, 2).to(dtype)
+    backwards = {"compiled": functools.partial(chunkwise_module._native_backward, ops),
+                 "pytorch": chunkwise_module._chunked_backward}
+    grads = {name: run(primals, scale, chunk, expected_kept, d_out, d_state) for name, run in backwards.items()}
+    (d_inputs, d_initial), (expected_d_inputs, expected_d_initial) = grads["compiled"], grads["pytorch"]
+    for name, grad, expected, t in zip(names, d_inputs, expected_d_inputs, primals):
+        assert grad.shape == t.shape and grad.dtype == expected.dtype == t.dtype
+        if layout != "strided":  # laid out as its input: autograd need not copy it to match
+            assert grad.stride() == t.stride(), f"d{name} strides {grad.stride()} != {t.stride()}"
+        assert_close(grad.to(dtype), expected.to(dtype), t.dtype, what=f"d{name}", scale=10)
+    assert_close(d_initial, expected_d_initial, dtype, what="d initial state", scale=10)
 
 
 BUILD_FAILURES = [
@@ -245,33 +264,35 @@ BUILD_FAILURES = [
 
 
 @pytest.mark.parametrize("message,reason", BUILD_FAILURES)
-def test_compiled_forward_off_or_unbuildable_falls_back_to_pytorch(monkeypatch, caplog, message, reason):
-    """LAYERZOO_NATIVE=0 turns the compiled forward off; a failed build logs one warning with the
-    reason (the compiler's error, not its command line) and leaves the PyTorch forward running."""
+def test_compiled_kernels_off_or_unbuildable_fall_back_to_pytorch(monkeypatch, caplog, message, reason):
+    """LAYERZOO_NATIVE=0 turns the compiled kernels off; a failed build logs one warning with the
+    reason (the compiler's error, not its command line) and leaves the PyTorch kernels running."""
     q = torch.zeros(1, 4, 1, 2)
     monkeypatch.setenv("LAYERZOO_NATIVE", "0")
-    assert native.native_forward_for(q) is None
+    assert native.native_ops_for(q) is None
     monkeypatch.delenv("LAYERZOO_NATIVE")
-    assert native.native_forward_for(q.to("meta")) is None  # CPU only
+    assert native.native_ops_for(q.to("meta")) is None  # CPU only
 
     def failed_build(**_):
         raise RuntimeError(message)
 
     monkeypatch.setattr(torch.utils.cpp_extension, "load", failed_build)
-    native.load_native_forward.cache_clear()
+    native.load_native_ops.cache_clear()
     try:
         with caplog.at_level(logging.WARNING, logger=native.__name__):
-            assert native.native_forward_for(q) is None
-        assert f"compiled CPU gated delta rule unavailable {reason}; using the PyTorch forward" in caplog.text
-        out = gated_delta_rule(q, q, q, q[..., 0], q[..., 0], backend="chunkwise")
-        assert out.shape == q.shape and not out.any()
+            assert native.native_ops_for(q) is None
+        assert f"compiled CPU gated delta rule unavailable {reason}; using the PyTorch one" in caplog.text
+        leaf = q.clone().requires_grad_()
+        out = gated_delta_rule(leaf, q, q, q[..., 0], q[..., 0], backend="chunkwise")
+        out.sum().backward()
+        assert out.shape == q.shape and not out.any() and leaf.grad is not None
     finally:
-        native.load_native_forward.cache_clear()
+        native.load_native_ops.cache_clear()
 
 
-@pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler: the PyTorch forward runs")
-def test_compiled_forward_builds_where_a_compiler_is():
-    assert native.load_native_forward() is not None
+@pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler: the PyTorch kernels run")
+def test_compiled_kernels_build_where_a_compiler_is():
+    assert native.load_native_ops() is not None
 
 
 def test_chunkwise_gradients_of_some_inputs_only():
@@ -287,10 +308,10 @@ def test_chunkwise_gradients_of_some_inputs_only():
     assert_close(v_leaf.grad, expected.grad, what="dv from the final state alone")
 
 
-@pytest.mark.parametrize("forward", FORWARDS)
+@pytest.mark.parametrize("cpu", CPU_KERNELS)
 @pytest.mark.parametrize("g_regime", G_REGIMES)
 @pytest.mark.parametrize("beta_regime", BETA_REGIMES)
-def test_extreme_gates_stay_finite_and_agree(g_regime, beta_regime, forward):
+def test_extreme_gates_stay_finite_and_agree(g_regime, beta_regime, cpu):
     gen = torch.Generator().manual_seed(0)
     shape = (1, 40, 2)
     inputs = {
@@ -308,7 +329,7 @@ def test_extreme_gates_stay_finite_and_agree(g_regime, beta_regime, forward):
         def kernel(**leaves):
             return gated_delta_rule(**leaves, output_final_state=True, chunk_size=16, backend=backend)
 
-        with cpu_forward(forward):
+        with cpu_kernels(cpu):
             out, state, grads = run_with_grads(kernel, inputs, grad_out, grad_state)
         assert_close(out, expected_out, torch.float32, what=f"{backend} output")
         assert_close(state, expected_state, torch.float32, what=f"{backend} final state")

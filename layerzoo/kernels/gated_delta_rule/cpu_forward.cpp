@@ -7,130 +7,62 @@
 // chunks in order, so all of a chunk's matrices (a few 10s of KiB) stay in L1/L2 from the input
 // rows to the output rows, the matmuls are single-threaded BLAS calls with no synchronisation, and
 // the inputs are read (with any strides) and the output written in their (B, T, H, D) layout, with
-// no chunk-major copies. No maintained library has a CPU kernel for this (flash-linear-attention's are Triton,
-// for GPUs), hence this file.
-//
-// Row-major throughout: a matrix is (pointer, rows, columns, row stride).
+// no chunk-major copies. No maintained library has a CPU kernel for this (flash-linear-attention's
+// are Triton, for GPUs), hence this file. This file also declares both compiled operators.
 
-#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <vector>
 
-// BLAS's Fortran gemm, which libtorch_cpu exports from the BLAS it is built with (MKL on x86).
-extern "C" {
-void sgemm_(const char *transa, const char *transb, const int *m, const int *n, const int *k,
-            const float *alpha, const float *a, const int *lda, const float *b, const int *ldb,
-            const float *beta, float *c, const int *ldc);
-void dgemm_(const char *transa, const char *transb, const int *m, const int *n, const int *k,
-            const double *alpha, const double *a, const int *lda, const double *b, const int *ldb,
-            const double *beta, double *c, const int *ldc);
-}
+#include "cpu_common.h"
 
+namespace layerzoo_gdr {
 namespace {
-
-void blas_gemm(const char *ta, const char *tb, const int *m, const int *n, const int *k, const float *alpha,
-               const float *a, const int *lda, const float *b, const int *ldb, const float *beta, float *c,
-               const int *ldc) {
-  sgemm_(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-void blas_gemm(const char *ta, const char *tb, const int *m, const int *n, const int *k, const double *alpha,
-               const double *a, const int *lda, const double *b, const int *ldb, const double *beta, double *c,
-               const int *ldc) {
-  dgemm_(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-// Row-major c (m, n) = alpha * op(a) (m, k) @ op(b) (k, n) + beta * c, where op transposes when asked.
-// BLAS is column-major, where a row-major matrix reads as its transpose: so it computes
-// c^T = op(b)^T op(a)^T, with the operands swapped.
-template <typename T>
-void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, T alpha, const T *a, int lda, const T *b,
-          int ldb, T beta, T *c, int ldc) {
-  const char ta = transpose_a ? 'T' : 'N', tb = transpose_b ? 'T' : 'N';
-  blas_gemm(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
-}
-
-// A (tokens, features) slice of a (B, T, H, D) tensor for one head, or a (tokens,) one of a
-// (B, T, H) tensor: any strides, so views (a convolution's channel-major output) are read as they
-// are: copying such a view to a contiguous tensor first costs more than half the forward.
-template <typename T>
-struct Strided {
-  const T *data;
-  int64_t token_stride, feature_stride;
-
-  Strided from(int64_t token) const { return {data + token * token_stride, token_stride, feature_stride}; }
-  T at(int64_t token, int64_t feature = 0) const { return data[token * token_stride + feature * feature_stride]; }
-};
-
-// Where the forward keeps what the backward needs, chunk-major as chunkwise.py's workspace:
-// states (N + 1, BH, K, V), v_new (N, BH, C, V), w (N, BH, C, K), inverse (N, BH, C, C).
-template <typename T>
-struct Workspace {
-  T *states, *v_new, *w, *inverse;
-  int64_t heads;
-};
 
 template <typename T>
 class HeadForward {
  public:
   HeadForward(int chunk, int key_dim, int value_dim)
-      : C(chunk), K(key_dim), V(value_dim), gc(chunk), from_start(chunk), to_end(chunk), decay(chunk * chunk),
-        q(chunk * key_dim), k(chunk * key_dim), v(chunk * value_dim), k_beta(chunk * key_dim),
+      : C(chunk), K(key_dim), V(value_dim), decays(chunk), q(chunk * key_dim), k(chunk * key_dim),
+        v(chunk * value_dim), k_beta(chunk * key_dim),
         scaled(chunk * std::max(key_dim, value_dim)), a(chunk * chunk), inverse(chunk * chunk), w(chunk * key_dim),
         v_new(chunk * value_dim) {}
 
   // One head over all its `length` tokens. out points at its first output row, rows `out_stride`
   // apart. state (K, V) holds the entering state and is left holding the final one.
-  void run(Strided<T> q_in, Strided<T> k_in, Strided<T> v_in, Strided<T> g_in, Strided<T> beta_in, int64_t length,
+  void run(Strided<const T> q_in, Strided<const T> k_in, Strided<const T> v_in, Strided<const T> g_in,
+           Strided<const T> beta_in, int64_t length,
            T scale, T *out, int64_t out_stride, T *state, const Workspace<T> *keep, int64_t head) {
     for (int64_t first = 0, chunk = 0; first < length; first += C, ++chunk) {
       const int c = static_cast<int>(std::min<int64_t>(C, length - first));
-      T *w_out = keep ? keep->w + (chunk * keep->heads + head) * C * K : w.data();
-      T *v_new_out = keep ? keep->v_new + (chunk * keep->heads + head) * C * V : v_new.data();
-      T *inverse_out = keep ? keep->inverse + (chunk * keep->heads + head) * C * C : inverse.data();
-      if (keep) std::memcpy(keep->states + (chunk * keep->heads + head) * K * V, state, sizeof(T) * K * V);
-      load(q_in.from(first), c, K, q.data());
-      load(k_in.from(first), c, K, k.data());
-      load(v_in.from(first), c, V, v.data());
+      T *w_out = keep ? keep->w_of(chunk, head) : w.data();
+      T *v_new_out = keep ? keep->v_new_of(chunk, head) : v_new.data();
+      T *inverse_out = keep ? keep->inverse_of(chunk, head) : inverse.data();
+      if (keep) std::memcpy(keep->state(chunk, head), state, sizeof(T) * K * V);
+      q_in.from(first).load(c, K, q.data());
+      k_in.from(first).load(c, K, k.data());
+      v_in.from(first).load(c, V, v.data());
       step(g_in.from(first), beta_in.from(first), c, scale, out + first * out_stride, static_cast<int>(out_stride),
            state, w_out, v_new_out, inverse_out);
       if (keep && c < C) pad(c, w_out, v_new_out, inverse_out);
     }
-    if (keep) {
-      const int64_t n_chunks = (length + C - 1) / C;
-      std::memcpy(keep->states + (n_chunks * keep->heads + head) * K * V, state, sizeof(T) * K * V);
-    }
+    if (keep) std::memcpy(keep->state((length + C - 1) / C, head), state, sizeof(T) * K * V);
   }
 
  private:
-  // The chunk's c rows of a (tokens, features) input into a contiguous (c, width) buffer, walking
-  // memory in order whichever of the two strides is the unit one.
-  static void load(Strided<T> in, int c, int width, T *buffer) {
-    if (in.feature_stride <= in.token_stride) {
-      for (int i = 0; i < c; ++i)
-        for (int d = 0; d < width; ++d) buffer[i * width + d] = in.at(i, d);
-    } else {
-      for (int d = 0; d < width; ++d)
-        for (int i = 0; i < c; ++i) buffer[i * width + d] = in.at(i, d);
-    }
-  }
-
   // One chunk of c <= C tokens, its q, k, v loaded: writes its c output rows and w, v_new,
   // (I + A)^-1 (leading dimensions K, V, C), and moves the state past the chunk.
-  void step(Strided<T> g, Strided<T> beta, int c, T scale, T *out, int ldo, T *state, T *w_out, T *v_new_out,
+  void step(Strided<const T> g, Strided<const T> beta, int c, T scale, T *out, int ldo, T *state, T *w_out, T *v_new_out,
             T *inverse_out) {
-    decays(g, c);
+    decays.compute(g, c);
+    const T *from_start = decays.from_start.data(), *to_end = decays.to_end.data();
     for (int i = 0; i < c; ++i)
       for (int d = 0; d < K; ++d) k_beta[i * K + d] = beta.at(i) * k[i * K + d];
 
     // A = strict_tril(beta_i L_ij k_i . k_j), then (I + A)^-1
     gemm<T>(false, true, c, c, K, 1, k_beta.data(), K, k.data(), K, 0, a.data(), C);
-    mask(c, 1, false);
+    decays.mask(a.data(), c, 1, false);
     unit_lower_inverse(c, inverse_out);
 
     // w = M (beta k exp(gc)); u = M (beta v); v_new = u - w S
@@ -144,7 +76,7 @@ class HeadForward {
 
     // o = scale ((q exp(gc)) S + (q k^T * L) v_new), written into the output rows
     gemm<T>(false, true, c, c, K, 1, q.data(), K, k.data(), K, 0, a.data(), C);
-    mask(c, scale, true);
+    decays.mask(a.data(), c, scale, true);
     for (int i = 0; i < c; ++i)
       for (int d = 0; d < K; ++d) scaled[i * K + d] = scale * from_start[i] * q[i * K + d];
     gemm<T>(false, false, c, V, K, 1, scaled.data(), K, state, V, 0, out, ldo);
@@ -154,29 +86,6 @@ class HeadForward {
     for (int i = 0; i < c; ++i)
       for (int d = 0; d < K; ++d) k_beta[i * K + d] = to_end[i] * k[i * K + d];
     gemm<T>(true, false, K, V, c, 1, k_beta.data(), K, v_new_out, V, from_start[c - 1], state, V);
-  }
-
-  // The cumulative log decay gc, summed in double (see chunk_parts.decays for why), and from it
-  // exp(gc), exp(gc_last - gc) and L[i, j] = exp(gc_i - gc_j) for j < i.
-  void decays(Strided<T> g, int c) {
-    double sum = 0;
-    for (int i = 0; i < c; ++i) gc[i] = sum += static_cast<double>(g.at(i));
-    for (int i = 0; i < c; ++i) {
-      from_start[i] = static_cast<T>(std::exp(gc[i]));
-      to_end[i] = static_cast<T>(std::exp(gc[c - 1] - gc[i]));
-      for (int j = 0; j < i; ++j) decay[i * C + j] = std::exp(static_cast<T>(gc[i] - gc[j]));
-    }
-  }
-
-  // a[i, j] *= factor * L[i, j] below the diagonal (and factor on it, with the diagonal), 0 above.
-  void mask(int c, T factor, bool diagonal) {
-    for (int i = 0; i < c; ++i) {
-      T *row = a.data() + i * C;
-      const T *decay_row = decay.data() + i * C;
-      for (int j = 0; j < i; ++j) row[j] *= factor * decay_row[j];
-      if (diagonal) row[i] *= factor;
-      for (int j = diagonal ? i + 1 : i; j < c; ++j) row[j] = 0;
-    }
   }
 
   // (I + A)^-1 of the strictly lower a (c, c) by forward substitution, row i from the rows above:
@@ -204,16 +113,9 @@ class HeadForward {
   }
 
   const int C, K, V;
-  std::vector<double> gc;
-  std::vector<T> from_start, to_end, decay, q, k, v, k_beta, scaled, a, inverse, w, v_new;
+  ChunkDecays<T> decays;
+  std::vector<T> q, k, v, k_beta, scaled, a, inverse, w, v_new;
 };
-
-// One head's slice of a (B, T, H, D) tensor (or, with a feature stride of 0, of a (B, T, H) one).
-template <typename T>
-Strided<T> head_slice(const at::Tensor &t, int64_t b, int64_t h) {
-  const T *data = t.data_ptr<T>() + b * t.stride(0) + h * t.stride(2);
-  return {data, t.stride(1), t.dim() == 4 ? t.stride(3) : 0};
-}
 
 // q, k (B, T, H, K); v (B, T, H, V); g, beta (B, T, H): one floating dtype, any strides.
 // state (B * H, K, V), contiguous, in that dtype: the entering state, overwritten with the final
@@ -236,9 +138,7 @@ std::vector<at::Tensor> forward(const at::Tensor &q, const at::Tensor &k, const 
   }
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "gated_delta_rule_forward", [&] {
     Workspace<scalar_t> ws{};
-    if (keep)
-      ws = {workspace[0].data_ptr<scalar_t>(), workspace[1].data_ptr<scalar_t>(),
-            workspace[2].data_ptr<scalar_t>(), workspace[3].data_ptr<scalar_t>(), batch * heads};
+    if (keep) ws = workspace_of<scalar_t>(workspace[0], workspace[1], workspace[2], workspace[3]);
     // heads are independent: each task runs its heads start to end with its own scratch
     at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
       HeadForward<scalar_t> runner(chunk, key_dim, value_dim);
@@ -257,10 +157,13 @@ std::vector<at::Tensor> forward(const at::Tensor &q, const at::Tensor &k, const 
 }
 
 }  // namespace
+}  // namespace layerzoo_gdr
 
 TORCH_LIBRARY(layerzoo, m) {
   m.def("gated_delta_rule_forward(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, float scale, "
         "Tensor(a!) state, int chunk, bool keep) -> Tensor[]");
+  m.def("gated_delta_rule_backward(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, float scale, "
+        "Tensor states, Tensor v_new, Tensor w, Tensor inverse, Tensor d_out, Tensor d_final_state) -> Tensor[]");
 }
 
-TORCH_LIBRARY_IMPL(layerzoo, CPU, m) { m.impl("gated_delta_rule_forward", forward); }
+TORCH_LIBRARY_IMPL(layerzoo, CPU, m) { m.impl("gated_delta_rule_forward", layerzoo_gdr::forward); }
