@@ -6,9 +6,10 @@
 
 Prints a markdown table of the best forward and forward+backward times of each backend over
 rounds that run every cell once each (see common.interleaved_best_seconds): the recurrent step
-loop; chunkwise, whose forward on CPU is the compiled one (cpu_forward.cpp); on CPU
-`chunkwise_torch`, the same kernel with its PyTorch forward; `fla_naive`, flash-linear-attention's
-own PyTorch chunk reference, the peer; on CUDA fla's Triton kernel. Then the chunkwise throughput
+loop; chunkwise, compiled on CPU (cpu_forward.cpp, cpu_backward.cpp); on CPU `chunkwise_torch`,
+the same kernel in PyTorch (what runs where the compiled one cannot be built); `fla_naive`,
+flash-linear-attention's own PyTorch chunk reference, the peer; on CUDA fla's Triton kernel.
+Then the chunkwise throughput
 as a fraction of this machine's fp32 matmul rate (a cell of the same rounds), the chunkwise
 speedups at T = 4096, and how chunkwise time scales with T (a fitted exponent; 1 is linear). The
 step loop is skipped above --recurrent-max-len: it runs T Python steps, forward and backward, and
@@ -19,6 +20,7 @@ loop, bound by per-op dispatch, does not care.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -33,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from layerzoo.kernels import gated_delta_rule  # noqa: E402
 from layerzoo.kernels.gated_delta_rule.fla import load_fla_naive  # noqa: E402
-from layerzoo.kernels.gated_delta_rule.native import load_native_forward  # noqa: E402
+from layerzoo.kernels.gated_delta_rule.native import load_native_ops  # noqa: E402
 
 from common import (  # noqa: E402
     add_chunkwise_shape_arguments, markdown_table, scaling_exponent, sweep_best_times, sweep_parser,
@@ -64,24 +66,27 @@ def runners(args, backend: str, seq_len: int) -> dict:
 
         def run(*inputs):
             return naive.naive_chunk_gated_delta_rule(*inputs, chunk_size=args.chunk_size)[0]
-    elif backend == "chunkwise_torch":
-        def run(*inputs):
-            with mock.patch.dict(os.environ, {"LAYERZOO_NATIVE": "0"}):
-                return gated_delta_rule(*inputs, chunk_size=args.chunk_size, backend="chunkwise")
     else:
         def run(*inputs):
-            return gated_delta_rule(*inputs, chunk_size=args.chunk_size, backend=backend)
+            return gated_delta_rule(*inputs, chunk_size=args.chunk_size, backend=backend.removesuffix("_torch"))
 
     inputs = make_inputs(args, seq_len, requires_grad=False)
     leaves = make_inputs(args, seq_len, requires_grad=True)
     grad_out = torch.randn(args.batch, seq_len, args.heads, args.value_dim).to(args.device, DTYPES[args.dtype])
 
+    # chunkwise_torch: the chunkwise kernel with the compiled CPU one turned off, backward included
+    implementation = contextlib.nullcontext()
+    if backend == "chunkwise_torch":
+        implementation = mock.patch.dict(os.environ, {"LAYERZOO_NATIVE": "0"})
+
     @torch.no_grad()
     def forward():
-        run(*inputs)
+        with implementation:
+            run(*inputs)
 
     def forward_backward():
-        run(*leaves).backward(grad_out)
+        with implementation:
+            run(*leaves).backward(grad_out)
         for t in leaves:
             t.grad = None
 
@@ -144,7 +149,7 @@ def main() -> None:
     backends = ["recurrent", "chunkwise"] + (["fla"] if args.device.startswith("cuda") else ["chunkwise_torch"])
     backends += ["fla_naive"] if load_fla_naive() else []
     rows, peak = measure(args, backends)
-    compiled = args.device == "cpu" and load_native_forward() is not None
+    compiled = args.device == "cpu" and load_native_ops() is not None
 
     summary = {"matmul_gflops": peak}
     at = next((r for r in rows if r["seq_len"] == SPEEDUP_AT), {})
@@ -167,7 +172,7 @@ def main() -> None:
     print(markdown(rows, backends))
     print()
     if args.device == "cpu":
-        print(f"- chunkwise forward: {'compiled (cpu_forward.cpp)' if compiled else 'PyTorch (the compiled one did not build)'}")
+        print(f"- chunkwise: {'compiled' if compiled else 'PyTorch (the compiled kernels did not build)'}")
     print(f"- fp32 matmul rate measured in this run: {peak:.1f} GFLOP/s; chunkwise GFLOP/s counts its "
           "matmul FLOPs only (see chunkwise_flops)")
     for peer, speedup in speedups.items():
