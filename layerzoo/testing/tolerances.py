@@ -23,11 +23,14 @@ def relative_rms_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
 
 
 def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype | None = None,
-                 what: str = "tensor", scale: float = 1.0) -> None:
-    """Pass when rms(actual - expected) <= rtol * rms(expected) + atol for `dtype`'s tolerances.
+                 what: str = "tensor", scale: float = 1.0, magnitude: float = 0.0) -> None:
+    """Pass when rms(actual - expected) <= rtol * max(rms(expected), magnitude) + atol for
+    `dtype`'s tolerances.
 
     scale multiplies both tolerances (gradients, which sum many rounding errors, use a few times
-    the output tolerance). NaN or Inf anywhere fails.
+    the output tolerance). magnitude, when given, is the size of the terms that `expected` sums:
+    a result that cancels to far less than its terms keeps their rounding error. NaN or Inf
+    anywhere fails.
     """
     if actual.shape != expected.shape:
         raise AssertionError(f"{what}: shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
@@ -35,7 +38,7 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtyp
         raise AssertionError(f"{what}: has NaN or Inf")
     rtol, atol = TOLERANCES[dtype or actual.dtype]
     error = rms(actual.double() - expected.double())
-    bound = scale * (rtol * rms(expected) + atol)
+    bound = scale * (rtol * max(rms(expected), magnitude) + atol)
     if error > bound:
         raise AssertionError(
             f"{what}: rms error {error:.3e} > {bound:.3e} (relative {relative_rms_error(actual, expected):.3e}, dtype {dtype or actual.dtype})"

@@ -18,6 +18,7 @@ from layerzoo.kernels import MLSTMState, choose_mlstm_backend, mlstm, mlstm_refe
 from layerzoo.kernels.mlstm import BACKENDS
 from layerzoo.kernels.triton_support import triton_can_run
 from layerzoo.testing import assert_close
+from layerzoo.testing.tolerances import rms
 
 try:  # not a dependency: the cross-check runs where NX-AI's package is installed
     from mlstm_kernels.torch.recurrent.native_sequence import mlstm_recurrent_sequence__native_fw
@@ -116,10 +117,17 @@ def check_against_truth(backend, inputs, state, chunk_size, device=None):
     got, _ = outputs_and_gradients(backend, inputs, state, chunk_size, m_truth=m_truth)
     assert got["h"].dtype == dtype
     what = f"{backend}, T={inputs['q'].shape[1]}, chunk {chunk_size}"
+    # A kernel that rounds its matmul operands to bf16 / fp16 (the Triton one) leaves a gradient
+    # that cancels to almost nothing with the rounding error of the terms that cancelled: dq at
+    # T = 1 under a saturated input gate, where h = v sign(q . k) hardly depends on q, is 1e-3 of
+    # the other gradients. There, the size of the call's largest input gradient sets the bound.
+    low_precision = dtype in (torch.bfloat16, torch.float16)
+    magnitude = max(rms(truth[f"d{name}"]) for name in ("q", "k", "v")) if low_precision else 0.0
     for name, expected in truth.items():
         # Gradients sum many rounded products: a few times the output tolerance, as elsewhere.
-        scale = 10 if name.startswith("d") else 1
-        assert_close(got[name].double().to(expected.device), expected, dtype, what=f"{what}: {name}", scale=scale)
+        gradient = name.startswith("d")
+        assert_close(got[name].double().to(expected.device), expected, dtype, what=f"{what}: {name}",
+                     scale=10 if gradient else 1, magnitude=magnitude if gradient else 0.0)
 
 
 def check_chunkwise_against_truth(inputs, state, chunk_size):
