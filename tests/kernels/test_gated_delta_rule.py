@@ -246,7 +246,7 @@ def test_compiled_kernels_agree_with_the_pytorch_ones_step_by_step(case, layout)
     d_state = seeded_like(state, 2).to(dtype)
     backwards = {"compiled": functools.partial(chunkwise_module._native_backward, ops),
                  "pytorch": chunkwise_module._chunked_backward}
-    grads = {name: run(primals, scale, chunk, expected_kept, d_out, d_state) for name, run in backwards.items()}
+    grads = {name: run(primals, scale, expected_kept, d_out, d_state) for name, run in backwards.items()}
     (d_inputs, d_initial), (expected_d_inputs, expected_d_initial) = grads["compiled"], grads["pytorch"]
     for name, grad, expected, t in zip(names, d_inputs, expected_d_inputs, primals):
         assert grad.shape == t.shape and grad.dtype == expected.dtype == t.dtype

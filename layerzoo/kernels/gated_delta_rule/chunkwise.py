@@ -69,7 +69,7 @@ class _ChunkwiseGatedDeltaRule(torch.autograd.Function):
         out, state, space = run(q, k, v, g, beta, state, scale, chunk, differentiable)
         if differentiable:
             ctx.save_for_backward(q, k, v, g, beta, *space)
-            ctx.scale, ctx.chunk = scale, chunk
+            ctx.scale = scale
             ctx.state_dtype = None if initial_state is None else initial_state.dtype
         return out, state.view(batch, heads, key_dim, -1)
 
@@ -80,12 +80,12 @@ class _ChunkwiseGatedDeltaRule(torch.autograd.Function):
         native = native_ops_for(d_out)
         run = _chunked_backward if native is None else functools.partial(_native_backward, native)
         d_state = d_final_state.to(states.dtype).flatten(0, 1).contiguous()
-        d_inputs, d_state = run(inputs, ctx.scale, ctx.chunk, (states, v_new, w, inverse), d_out, d_state)
+        d_inputs, d_state = run(inputs, ctx.scale, (states, v_new, w, inverse), d_out, d_state)
         d_state = None if ctx.state_dtype is None else d_state.view_as(d_final_state).to(ctx.state_dtype)
         return *d_inputs, d_state, None, None, None
 
 
-def _native_backward(native, inputs, scale, chunk, kept, d_out, d_state):
+def _native_backward(native, inputs, scale, kept, d_out, d_state):
     """The compiled CPU backward (native.py): (gradients of q, k, v, g, beta in their dtypes, that of
     the initial state (BH, K, V)). It reads inputs and d_out with their strides; d_state (BH, K, V)
     is the final state's gradient; kept, the forward's workspace, sets the chunk size."""
@@ -95,9 +95,9 @@ def _native_backward(native, inputs, scale, chunk, kept, d_out, d_state):
     return [grad.to(t.dtype) for grad, t in zip(grads, inputs)], d_initial
 
 
-def _chunked_backward(inputs, scale, chunk, kept, d_out, d_state):
+def _chunked_backward(inputs, scale, kept, d_out, d_state):
     """chunk_backward.py on chunk-major copies of the inputs and d_out: as _native_backward."""
-    dtype = d_state.dtype
+    dtype, chunk = d_state.dtype, kept[-1].shape[-1]  # the kept (I + A)^-1 is (N, BH, C, C)
     grads = chunk_backward(*(_chunks(t, chunk, dtype) for t in inputs), scale, *kept, _chunks(d_out, chunk, dtype), d_state)
     d_inputs = []
     for grad, t in zip(grads[:5], inputs):

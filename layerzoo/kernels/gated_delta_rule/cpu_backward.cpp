@@ -57,8 +57,8 @@ class HeadBackward {
  private:
   // One chunk of c <= C tokens: S the state entering it, v_new, w, M = (I + A)^-1 as kept (leading
   // dimensions V, K, C). d_state enters as dS' (the leaving state's gradient) and leaves as dS.
-  void step(Strided<const T> g, Strided<const T> beta, int c, T scale, const T *S, const T *v_new, const T *w, const T *M,
-            T *d_state) {
+  void step(Strided<const T> g, Strided<const T> beta, int c, T scale, const T *S, const T *v_new, const T *w,
+            const T *M, T *d_state) {
     decays.compute(g, c);
     const T *from_start = decays.from_start.data(), *to_end = decays.to_end.data();
     for (int i = 0; i < c; ++i)
@@ -199,12 +199,13 @@ std::vector<at::Tensor> backward(const at::Tensor &q, const at::Tensor &k, const
       HeadBackward<scalar_t> runner(chunk, key_dim, value_dim);
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / heads, h = bh % heads;
-        runner.run(head_slice<scalar_t>(q, b, h), head_slice<scalar_t>(k, b, h), head_slice<scalar_t>(v, b, h),
-                   head_slice<scalar_t>(g, b, h), head_slice<scalar_t>(beta, b, h),
-                   head_slice<scalar_t>(d_out, b, h), length, static_cast<scalar_t>(scale), kept, bh,
-                   d_state.data_ptr<scalar_t>() + bh * key_dim * value_dim, mutable_head_slice<scalar_t>(dq, b, h),
-                   mutable_head_slice<scalar_t>(dk, b, h), mutable_head_slice<scalar_t>(dv, b, h),
-                   mutable_head_slice<scalar_t>(dg, b, h), mutable_head_slice<scalar_t>(d_beta, b, h));
+        runner.run(head_slice<const scalar_t>(q, b, h), head_slice<const scalar_t>(k, b, h),
+                   head_slice<const scalar_t>(v, b, h), head_slice<const scalar_t>(g, b, h),
+                   head_slice<const scalar_t>(beta, b, h),
+                   head_slice<const scalar_t>(d_out, b, h), length, static_cast<scalar_t>(scale), kept, bh,
+                   d_state.data_ptr<scalar_t>() + bh * key_dim * value_dim, head_slice<scalar_t>(dq, b, h),
+                   head_slice<scalar_t>(dk, b, h), head_slice<scalar_t>(dv, b, h),
+                   head_slice<scalar_t>(dg, b, h), head_slice<scalar_t>(d_beta, b, h));
       }
     });
   });

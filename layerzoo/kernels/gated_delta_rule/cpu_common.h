@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 // BLAS's Fortran gemm, which libtorch_cpu exports from the BLAS it is built with (MKL on x86).
@@ -81,16 +82,11 @@ struct Strided {
   }
 };
 
-// One head's slice of a (B, T, H, D) tensor (or, with a feature stride of 0, of a (B, T, H) one).
-template <typename T>
-Strided<const T> head_slice(const at::Tensor &t, int64_t b, int64_t h) {
-  const T *data = t.data_ptr<T>() + b * t.stride(0) + h * t.stride(2);
-  return {data, t.stride(1), t.dim() == 4 ? t.stride(3) : 0};
-}
-
-template <typename T>
-Strided<T> mutable_head_slice(at::Tensor &t, int64_t b, int64_t h) {
-  T *data = t.data_ptr<T>() + b * t.stride(0) + h * t.stride(2);
+// One head's slice of a (B, T, H, D) tensor (or, with a feature stride of 0, of a (B, T, H) one);
+// E is const T to read it, T to write it.
+template <typename E>
+Strided<E> head_slice(const at::Tensor &t, int64_t b, int64_t h) {
+  E *data = t.data_ptr<std::remove_const_t<E>>() + b * t.stride(0) + h * t.stride(2);
   return {data, t.stride(1), t.dim() == 4 ? t.stride(3) : 0};
 }
 

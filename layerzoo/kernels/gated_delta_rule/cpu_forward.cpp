@@ -53,8 +53,8 @@ class HeadForward {
  private:
   // One chunk of c <= C tokens, its q, k, v loaded: writes its c output rows and w, v_new,
   // (I + A)^-1 (leading dimensions K, V, C), and moves the state past the chunk.
-  void step(Strided<const T> g, Strided<const T> beta, int c, T scale, T *out, int ldo, T *state, T *w_out, T *v_new_out,
-            T *inverse_out) {
+  void step(Strided<const T> g, Strided<const T> beta, int c, T scale, T *out, int ldo, T *state, T *w_out,
+            T *v_new_out, T *inverse_out) {
     decays.compute(g, c);
     const T *from_start = decays.from_start.data(), *to_end = decays.to_end.data();
     for (int i = 0; i < c; ++i)
@@ -144,8 +144,9 @@ std::vector<at::Tensor> forward(const at::Tensor &q, const at::Tensor &k, const 
       HeadForward<scalar_t> runner(chunk, key_dim, value_dim);
       for (int64_t bh = begin; bh < end; ++bh) {
         const int64_t b = bh / heads, h = bh % heads;
-        runner.run(head_slice<scalar_t>(q, b, h), head_slice<scalar_t>(k, b, h), head_slice<scalar_t>(v, b, h),
-                   head_slice<scalar_t>(g, b, h), head_slice<scalar_t>(beta, b, h), length,
+        runner.run(head_slice<const scalar_t>(q, b, h), head_slice<const scalar_t>(k, b, h),
+                   head_slice<const scalar_t>(v, b, h), head_slice<const scalar_t>(g, b, h),
+                   head_slice<const scalar_t>(beta, b, h), length,
                    static_cast<scalar_t>(scale), out.data_ptr<scalar_t>() + (b * length * heads + h) * value_dim,
                    heads * value_dim, state.data_ptr<scalar_t>() + bh * key_dim * value_dim, keep ? &ws : nullptr,
                    bh);
