@@ -20,7 +20,9 @@ def test_short_window_frequency_is_close_to_p_and_the_end_is_long(p, seed, annea
     assert all(window == 64 for window in windows[start:])
     sampled = windows[:start]
     frequency = sum(window == 8 for window in sampled) / len(sampled)
-    assert abs(frequency - p) <= 5 * math.sqrt(p * (1 - p) / len(sampled)) + 1e-9
+    # Five standard deviations, plus a few draws' worth: for p near 0 or 1 the count is nearly
+    # Poisson and a single short window is not rare enough for the normal bound alone.
+    assert abs(frequency - p) <= 5 * math.sqrt(p * (1 - p) / len(sampled)) + 5 / len(sampled)
     assert set(sampled) <= {8, 64}
 
 
