@@ -1,15 +1,20 @@
-"""layerzoo: pluggable token mixers behind one contract, composed by YAML specs into hybrid models."""
+"""layerzoo: pluggable token mixers behind one contract, composed by YAML specs into hybrid models.
 
-from .assemblies import CausalLM, build
-from .errors import LayerzooError
-from .mixers import Mixer, OptionError
-from .mixers.attention import set_window
+The package's layers, each importing only those before it: errors, registry, kernels, blocks,
+mixers, testing, specs, assemblies (causal LM, then ARMT, then `build`), tasks, training, cli.
+Importing `layerzoo` registers the built-in mixers and the `training:` spec section.
+"""
+
+from .errors import LayerzooError, OptionError, SpecError
 from .registry import get_mixer, list_mixers, register_mixer, unregister_mixer
-from .specs import Spec, SpecError, load_spec, shipped_specs
+from .mixers import Mixer, set_window
+from .specs import Spec, load_spec, shipped_specs
+from .assemblies import ARMT, CausalLM, build
+from . import training  # noqa: F401  (registers the `training:` section)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CausalLM", "LayerzooError", "Mixer", "OptionError", "Spec", "SpecError", "build", "get_mixer",
-    "list_mixers", "load_spec", "register_mixer", "set_window", "shipped_specs", "unregister_mixer",
+    "ARMT", "CausalLM", "LayerzooError", "Mixer", "OptionError", "Spec", "SpecError", "__version__", "build",
+    "get_mixer", "list_mixers", "load_spec", "register_mixer", "set_window", "shipped_specs", "unregister_mixer",
 ]

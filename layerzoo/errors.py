@@ -1,4 +1,8 @@
-"""Errors layerzoo raises on bad input. Each carries a one-line message fit for a CLI."""
+"""Errors layerzoo raises on bad input, each with a one-line message fit for a CLI.
+
+The bottom layer: configuration errors live here so that specs, tasks and training can raise
+them without importing the mixers or kernels that also raise them.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,24 @@ from typing import Iterable
 
 class LayerzooError(Exception):
     """Base class: the CLI prints these as one line, without a traceback."""
+
+
+class OptionError(LayerzooError, ValueError):
+    """An option value that cannot be accepted. `key` names the option (dotted for nested ones,
+    "" for the whole section), so that a spec error can point at the file and line that set it;
+    printed, the error reads "key: message"."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(key, message)
+        self.key = key
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.message}" if self.key else self.message
+
+
+class SpecError(LayerzooError):
+    """A spec that cannot be read or built. The message starts with `file:line: key:`."""
 
 
 class UnknownNameError(LayerzooError, KeyError):

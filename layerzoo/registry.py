@@ -1,5 +1,8 @@
 """The mixer registry: token mixers registered by name, looked up by specs and the CLI.
 
+It holds entries and imports no mixer: the package registers its built-in mixers when
+`layerzoo` is imported, as a user's own module registers theirs.
+
 A user mixer joins the registry with the decorator, and from then on specs can place it and
 `layerzoo.testing` conformance checks run on it::
 
@@ -53,6 +56,15 @@ class MixerEntry:
             )
         return options
 
+    def check(self, d_model: int, **options: Any) -> None:
+        """The mixer's `check_options` on `options` completed with the constructor's defaults: what
+        a spec checks for a mixer config (value checks only; types are the annotations')."""
+        missing = [name for name, info in self.options.items() if info.required and name not in options]
+        if missing:
+            raise TypeError(f"mixer {self.name!r} needs option {missing[0]!r}")
+        defaults = {name: info.default for name, info in self.options.items() if not info.required}
+        self.cls.check_options(d_model, **{**defaults, **options})
+
     @property
     def summary(self) -> str:
         """First line of the class docstring."""
@@ -87,7 +99,6 @@ def unregister_mixer(name: str) -> None:
 
 def get_mixer(name: str) -> MixerEntry:
     """The registry entry for `name`; an unknown name fails with the known names and the closest."""
-    _load_builtin_mixers()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -96,9 +107,4 @@ def get_mixer(name: str) -> MixerEntry:
 
 def list_mixers() -> list[str]:
     """Names of all registered mixers, sorted."""
-    _load_builtin_mixers()
     return sorted(_REGISTRY)
-
-
-def _load_builtin_mixers() -> None:
-    from . import mixers  # noqa: F401  (registers the built-in mixers on import)

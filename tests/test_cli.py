@@ -39,3 +39,11 @@ def test_errors_are_one_line_without_traceback(argv, words):
     assert result.returncode == 2
     assert words in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_version_and_python_dash_m():
+    import layerzoo
+
+    for command in (["-m", "layerzoo"], ["-m", "layerzoo.cli"]):
+        result = subprocess.run([sys.executable, *command, "--version"], capture_output=True, text=True)
+        assert result.returncode == 0 and result.stdout.strip() == f"layerzoo {layerzoo.__version__}", result

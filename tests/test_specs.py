@@ -106,6 +106,8 @@ MALFORMED = [
     ("window: 8", "window: eight", 7, ["model.mixers.swa.window", "expected int"]),
     ("window: 8", "window: 0", 7, ["model.mixers.swa.window", ">= 1"]),
     ("swa: {n_heads: 4", "swa: {n_heads: 5", 7, ["model.mixers.swa.n_heads", "not divisible"]),
+    ("attention: {n_heads: 4}", "attention: {n_heads: 4, backend: flesh}", 8,
+     ["model.mixers.attention.backend", "unknown attention backend 'flesh'; did you mean 'flex'"]),
     ("pattern: [swa, swa, swa, attention]", "pattern: [swa, mlp]", 9, ["model.pattern.1", "'mlp' is not declared"]),
     ("d_model: 32", "d_modle: 32", 3, ["model.d_modle", "did you mean 'd_model'"]),
     ("d_model: 32", "d_model: 32.5", 3, ["model.d_model", "expected int"]),

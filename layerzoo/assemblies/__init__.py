@@ -1,7 +1,8 @@
-"""Assemblies: specs turned into models."""
+"""Assemblies: models made of mixers. The causal LM, ARMT around a causal LM, and `build` above both."""
 
-from .causal_lm import CausalLM, build
+from .armt import ARMT, wrap
+from .build import build
+from .causal_lm import CausalLM
 from .generate import generate
-from .armt import ARMT, wrap  # noqa: F401
 
-__all__ = ["CausalLM", "build", "generate"]
+__all__ = ["ARMT", "CausalLM", "build", "generate", "wrap"]

@@ -1,4 +1,4 @@
-"""Spec -> causal language model: embedding -> blocks -> final norm -> head."""
+"""The causal language model a ModelConfig describes: embedding -> blocks -> final norm -> head."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from torch import nn
 from ..blocks.norms import RMSNorm
 from ..blocks.residual import Block
 from ..registry import get_mixer
-from ..specs import ModelConfig, Spec, load_spec
+from ..specs import ModelConfig, Spec
 from .generate import generate
 
 
@@ -20,12 +20,12 @@ class CausalLM(nn.Module):
 
     forward(input_ids (B, T) long) -> logits (B, T, vocab_size), or (logits, state) with
     return_state, where state is a list of per-layer mixer states to pass back in to continue.
+    Built from a resolved ModelConfig (`layerzoo.load_spec(...).model`); `layerzoo.build` takes
+    a spec directly.
     """
 
-    def __init__(self, spec: Spec):
+    def __init__(self, config: ModelConfig):
         super().__init__()
-        self.spec = spec
-        config = spec.model
         self.config = config
         self.embedding = nn.Embedding(config.vocab_size, config.d_model)
         self.blocks = nn.ModuleList(
@@ -69,24 +69,6 @@ class CausalLM(nn.Module):
     generate = generate
 
     def save_spec(self, path: str | Path) -> None:
-        """Write the resolved spec; `layerzoo.build(path)` rebuilds the same architecture."""
-        self.spec.save(path)
+        """Write the model's spec; `layerzoo.build(path)` rebuilds the same architecture."""
+        Spec(model=self.config).save(path)
 
-
-def build(spec: str | Path | dict | Spec | ModelConfig, overrides: list[str] = (), device: Any = None,
-          dtype: torch.dtype | None = None) -> CausalLM:
-    """A CausalLM from a shipped spec name, a YAML path, a dict, a Spec or a ModelConfig.
-
-    A spec with an `armt:` section gives an ARMT model (layerzoo.assemblies.armt) instead.
-
-    overrides: `dotted.key=value` strings applied on top, as `--set` on the command line.
-    device="meta" builds without allocating (to count parameters of a large spec).
-    """
-    spec = Spec(model=spec) if isinstance(spec, ModelConfig) else load_spec(spec, overrides)
-    if spec.armt is not None:
-        from .armt import build_armt  # the ARMT package imports this module
-
-        return build_armt(spec, device, dtype)
-    with torch.device(device or "cpu"):
-        model = CausalLM(spec)
-    return model.to(dtype=dtype) if dtype is not None else model

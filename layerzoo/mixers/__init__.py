@@ -1,9 +1,12 @@
-"""Token mixers, one file each, registered by name on import."""
+"""Token mixers, one file each, registered by name when imported (`import layerzoo` does)."""
 
-from .base import Mixer, OptionError
-from .attention import Attention, SlidingWindowAttention, KVCache
+from .base import Mixer
+from .attention import Attention, KVCache, SlidingWindowAttention, at_window, set_window
 from .gated_deltanet import GatedDeltaNet, GatedDeltaNetState
 from .mlstm import MLSTM
-from .assoc_memory import AssociativeMemory, AssocMemoryState  # noqa: F401
+from .assoc_memory import AssociativeMemory, AssocMemoryState
 
-__all__ = ["Mixer", "OptionError", "Attention", "SlidingWindowAttention", "KVCache", "GatedDeltaNet", "GatedDeltaNetState", "MLSTM"]
+__all__ = [
+    "AssocMemoryState", "AssociativeMemory", "Attention", "GatedDeltaNet", "GatedDeltaNetState", "KVCache",
+    "MLSTM", "Mixer", "SlidingWindowAttention", "at_window", "set_window",
+]

@@ -24,11 +24,10 @@ import torch
 from torch import nn
 
 from ..kernels.assoc_memory import NU, Memory, associative_read, associative_update, empty_memory
+from ..kernels.assoc_memory import READ_BACKENDS as BACKENDS  # MERGE: the kernel family will export BACKENDS
 from ..registry import register_mixer
-from .base import Mixer, OptionError
-
-BACKENDS = ("auto", "reference", "vectorized")
-
+from ..errors import OptionError
+from .base import Mixer, check_backend
 
 @dataclass
 class AssocMemoryState:
@@ -71,7 +70,8 @@ class AssociativeMemory(Mixer):
         backend: str = "auto",
     ):
         super().__init__(d_model)
-        self.check_options(d_model, segment_size=segment_size, d_mem=d_mem, n_heads=n_heads, backend=backend)
+        self.check_options(d_model, segment_size=segment_size, d_mem=d_mem, n_heads=n_heads, normalize=normalize,
+                           zero_init_values=zero_init_values, backend=backend)
         self.segment_size = segment_size
         self.d_mem = d_mem
         self.n_heads = n_heads
@@ -91,8 +91,8 @@ class AssociativeMemory(Mixer):
             nn.init.uniform_(self.value.weight, -bound, bound)
 
     @classmethod
-    def check_options(cls, d_model: int, segment_size: int = 64, d_mem: int = 64, n_heads: int = 1,
-                      backend: str = "auto", **_) -> None:
+    def check_options(cls, d_model: int, *, segment_size: int, d_mem: int, n_heads: int, normalize: bool,
+                      zero_init_values: bool, backend: str) -> None:
         for key, value in (("segment_size", segment_size), ("d_mem", d_mem), ("n_heads", n_heads)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise OptionError(key, f"{key} must be an integer >= 1, got {value!r}")
@@ -100,8 +100,7 @@ class AssociativeMemory(Mixer):
             raise OptionError("n_heads", f"d_mem {d_mem} is not divisible by n_heads {n_heads}")
         if d_model % n_heads:
             raise OptionError("n_heads", f"d_model {d_model} is not divisible by n_heads {n_heads}")
-        if backend not in BACKENDS:
-            raise OptionError("backend", f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        check_backend("associative memory", backend, BACKENDS)
 
     @property
     def key_dim(self) -> int:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 from torch import nn
 
 from ..blocks.norms import RMSNorm
 from ..blocks.rotary import Rotary
+from ..errors import OptionError
 from ..kernels import sliding_window_attention
+from ..kernels.sliding_window import BACKENDS as ATTENTION_BACKENDS
 from ..registry import register_mixer
-from .base import Mixer, OptionError
+from .base import Mixer, check_backend
 
 
 @dataclass
@@ -28,29 +32,22 @@ class KVCache:
     position: int
 
 
-@register_mixer("attention", test_options={"n_heads": 4, "n_kv_heads": 2})
-class Attention(Mixer):
-    """Full causal multi-head attention with grouped KV heads, RoPE and optional qk-norm.
+class CausalAttention(Mixer):
+    """Causal multi-head attention over the last `window` keys (all of them when window is None),
+    with grouped KV heads, RoPE and optional qk-norm: the body of the two registered forms,
+    `attention` and `swa`, which choose the options they expose and check them.
 
     Shapes: x (B, T, d_model) -> (B, T, d_model); head_dim = d_model // n_heads.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int = 8,
-        n_kv_heads: int | None = None,
-        rope_theta: float = 10000.0,
-        qk_norm: bool = False,
-        backend: str = "auto",
-    ):
+    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None, window: int | None,
+                 rope_theta: float, qk_norm: bool, backend: str):
         super().__init__(d_model)
-        self.check_options(d_model, n_heads=n_heads, n_kv_heads=n_kv_heads, rope_theta=rope_theta)
         self.n_heads = n_heads
         self.n_kv_heads = n_kv_heads or n_heads
         self.head_dim = d_model // n_heads
+        self.window = window
         self.backend = backend
-        self.window: int | None = None
         kv_width = self.n_kv_heads * self.head_dim
         self.q_proj = nn.Linear(d_model, d_model, bias=False)
         self.kv_proj = nn.Linear(d_model, 2 * kv_width, bias=False)
@@ -58,19 +55,6 @@ class Attention(Mixer):
         self.rotary = Rotary(self.head_dim, rope_theta)
         self.q_norm = RMSNorm(self.head_dim) if qk_norm else None
         self.k_norm = RMSNorm(self.head_dim) if qk_norm else None
-
-    @classmethod
-    def check_options(cls, d_model: int, n_heads: int = 8, n_kv_heads: int | None = None, rope_theta: float = 10000.0, **_) -> None:
-        if n_heads < 1:
-            raise OptionError("n_heads", f"n_heads must be >= 1, got {n_heads}")
-        if d_model % n_heads:
-            raise OptionError("n_heads", f"d_model {d_model} is not divisible by n_heads {n_heads}")
-        if (d_model // n_heads) % 2:
-            raise OptionError("n_heads", f"head_dim d_model/n_heads = {d_model // n_heads} must be even for RoPE")
-        if n_kv_heads is not None and (n_kv_heads < 1 or n_heads % n_kv_heads):
-            raise OptionError("n_kv_heads", f"n_heads {n_heads} is not divisible by n_kv_heads {n_kv_heads}")
-        if rope_theta <= 0:
-            raise OptionError("rope_theta", f"rope_theta must be positive, got {rope_theta}")
 
     def forward(self, x: torch.Tensor, state: KVCache | None = None, return_state: bool = False):
         batch, length, _ = x.shape
@@ -107,8 +91,45 @@ class Attention(Mixer):
         return 2 * kept * self.n_kv_heads * self.head_dim
 
 
+@register_mixer("attention", test_options={"n_heads": 4, "n_kv_heads": 2})
+class Attention(CausalAttention):
+    """Full causal multi-head attention with grouped KV heads, RoPE and optional qk-norm.
+
+    Shapes: x (B, T, d_model) -> (B, T, d_model); head_dim = d_model // n_heads. The streaming
+    state is a KVCache of every token seen.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int = 8,
+        n_kv_heads: int | None = None,
+        rope_theta: float = 10000.0,
+        qk_norm: bool = False,
+        backend: str = "auto",
+    ):
+        self.check_options(d_model, n_heads=n_heads, n_kv_heads=n_kv_heads, rope_theta=rope_theta, qk_norm=qk_norm,
+                           backend=backend)
+        super().__init__(d_model, n_heads, n_kv_heads, None, rope_theta, qk_norm, backend)
+
+    @classmethod
+    def check_options(cls, d_model: int, *, n_heads: int, n_kv_heads: int | None, rope_theta: float,
+                      qk_norm: bool, backend: str) -> None:
+        if n_heads < 1:
+            raise OptionError("n_heads", f"n_heads must be >= 1, got {n_heads}")
+        if d_model % n_heads:
+            raise OptionError("n_heads", f"d_model {d_model} is not divisible by n_heads {n_heads}")
+        if (d_model // n_heads) % 2:
+            raise OptionError("n_heads", f"head_dim d_model/n_heads = {d_model // n_heads} must be even for RoPE")
+        if n_kv_heads is not None and (n_kv_heads < 1 or n_heads % n_kv_heads):
+            raise OptionError("n_kv_heads", f"n_heads {n_heads} is not divisible by n_kv_heads {n_kv_heads}")
+        if rope_theta <= 0:
+            raise OptionError("rope_theta", f"rope_theta must be positive, got {rope_theta}")
+        check_backend("attention", backend, ATTENTION_BACKENDS)
+
+
 @register_mixer("swa", test_options={"n_heads": 4, "n_kv_heads": 2, "window": 5})
-class SlidingWindowAttention(Attention):
+class SlidingWindowAttention(CausalAttention):
     """Sliding-window causal attention: token t attends to tokens t-window+1 .. t.
 
     `window` is a plain attribute: set `mixer.window = w` (or `layerzoo.set_window(model, w)`) to
@@ -127,14 +148,19 @@ class SlidingWindowAttention(Attention):
         qk_norm: bool = False,
         backend: str = "auto",
     ):
-        self.check_options(d_model, n_heads=n_heads, window=window)
-        super().__init__(d_model, n_heads, n_kv_heads, rope_theta, qk_norm, backend)
-        self.window = window
+        self.check_options(d_model, n_heads=n_heads, n_kv_heads=n_kv_heads, window=window, rope_theta=rope_theta,
+                           qk_norm=qk_norm, backend=backend)
+        super().__init__(d_model, n_heads, n_kv_heads, window, rope_theta, qk_norm, backend)
 
     @classmethod
-    def check_options(cls, d_model: int, window: int = 128, **options) -> None:
+    def check_options(cls, d_model: int, *, window: int, **options) -> None:
         check_window(window)
-        super().check_options(d_model, **options)
+        Attention.check_options(d_model, **options)
+
+
+def sliding_window_layers(model: nn.Module) -> list[SlidingWindowAttention]:
+    """Every sliding-window attention layer inside `model`, in module order."""
+    return [module for module in model.modules() if isinstance(module, SlidingWindowAttention)]
 
 
 def set_window(model: nn.Module, window: int) -> int:
@@ -144,10 +170,25 @@ def set_window(model: nn.Module, window: int) -> int:
     training one; both are this call, no rebuild.
     """
     check_window(window)
-    layers = [module for module in model.modules() if isinstance(module, SlidingWindowAttention)]
+    layers = sliding_window_layers(model)
     for layer in layers:
         layer.window = window
     return len(layers)
+
+
+@contextlib.contextmanager
+def at_window(model: nn.Module, window: int | None) -> Iterator[None]:
+    """Inside the block every SWA layer of `model` runs at `window` (None: unchanged); each
+    layer's own window is restored on the way out."""
+    layers = sliding_window_layers(model)
+    saved = [layer.window for layer in layers]
+    if window is not None:
+        set_window(model, window)
+    try:
+        yield
+    finally:
+        for layer, old in zip(layers, saved):
+            layer.window = old
 
 
 def check_window(window: int) -> None:

@@ -11,18 +11,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 import torch
 from torch import nn
 
-
-class OptionError(ValueError):
-    """An option value a mixer cannot accept; `key` names the option for spec error locations."""
-
-    def __init__(self, key: str, message: str):
-        super().__init__(message)
-        self.key = key
+from ..errors import OptionError, unknown_name_message
 
 
 class Mixer(nn.Module):
@@ -40,7 +34,11 @@ class Mixer(nn.Module):
     def check_options(cls, d_model: int, **options: Any) -> None:
         """Raise OptionError if these options cannot build a mixer. Cheap: allocates nothing.
 
-        Specs call this to validate a file without building the model; constructors call it too.
+        `options` are complete: every keyword of `__init__`, defaults filled in (a constructor
+        passes its own arguments; `get_mixer(name).check(d_model, **some)` fills in the rest), so
+        an override lists its options without defaults. Types are checked before, from the
+        annotations; this checks values and combinations. Specs call it to validate a file without
+        building the model, and each constructor calls it once.
         """
 
     def forward(self, x: torch.Tensor, state: Any = None, return_state: bool = False):
@@ -54,3 +52,9 @@ class Mixer(nn.Module):
     def state_size(self, seq_len: int) -> int:
         """Number of state elements per sequence after `seq_len` tokens."""
         raise NotImplementedError
+
+
+def check_backend(kind: str, backend: str, backends: Iterable[str]) -> None:
+    """A mixer's `backend` option: "auto" or the name of one of its kernel's backends."""
+    if backend != "auto" and backend not in backends:
+        raise OptionError("backend", unknown_name_message(f"{kind} backend", backend, ["auto", *backends]))

@@ -19,10 +19,10 @@ from torch import nn
 
 from ..blocks.norms import RMSNorm
 from ..blocks.short_conv import ShortConvolution
-from ..errors import unknown_name_message
 from ..kernels.gated_delta_rule import BACKENDS, gated_delta_rule
 from ..registry import register_mixer
-from .base import Mixer, OptionError
+from ..errors import OptionError
+from .base import Mixer, check_backend
 
 
 @dataclass
@@ -74,8 +74,8 @@ class GatedDeltaNet(Mixer):
         backend: str = "auto",
     ):
         super().__init__(d_model)
-        self.check_options(d_model, n_heads=n_heads, head_dim=head_dim, expand_v=expand_v, conv_size=conv_size,
-                           norm_eps=norm_eps, chunk_size=chunk_size, backend=backend)
+        self.check_options(d_model, n_heads=n_heads, head_dim=head_dim, expand_v=expand_v, use_short_conv=use_short_conv,
+                           conv_size=conv_size, norm_eps=norm_eps, chunk_size=chunk_size, backend=backend)
         self.n_heads = n_heads
         self.head_dim = head_dim or d_model // n_heads
         self.head_v_dim = round(self.head_dim * expand_v)
@@ -96,10 +96,6 @@ class GatedDeltaNet(Mixer):
         self.o_norm = RMSNorm(self.head_v_dim, eps=norm_eps)
         self.A_log = nn.Parameter(torch.empty(n_heads))
         self.dt_bias = nn.Parameter(torch.empty(n_heads))
-        # Decay rates and time-step biases are not weights to shrink: decay would pull A towards
-        # 1 and dt towards softplus(0), erasing the spread of memory lengths across heads.
-        self.A_log._no_weight_decay = True
-        self.dt_bias._no_weight_decay = True
         self.reset_gate_parameters()
 
     def reset_gate_parameters(self) -> None:
@@ -115,9 +111,8 @@ class GatedDeltaNet(Mixer):
             self.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))
 
     @classmethod
-    def check_options(cls, d_model: int, n_heads: int = 4, head_dim: int | None = None, expand_v: float = 2.0,
-                      conv_size: int = 4, norm_eps: float = 1e-5, chunk_size: int = 64, backend: str = "auto",
-                      **_) -> None:
+    def check_options(cls, d_model: int, *, n_heads: int, head_dim: int | None, expand_v: float, use_short_conv: bool,
+                      conv_size: int, norm_eps: float, chunk_size: int, backend: str) -> None:
         if n_heads < 1:
             raise OptionError("n_heads", f"n_heads must be >= 1, got {n_heads}")
         if head_dim is None and d_model % n_heads:
@@ -134,8 +129,7 @@ class GatedDeltaNet(Mixer):
             raise OptionError("norm_eps", f"norm_eps must be positive, got {norm_eps}")
         if chunk_size < 1:
             raise OptionError("chunk_size", f"chunk_size must be >= 1, got {chunk_size}")
-        if backend != "auto" and backend not in BACKENDS:
-            raise OptionError("backend", unknown_name_message("gated delta rule backend", backend, [*BACKENDS, "auto"]))
+        check_backend("gated delta rule", backend, BACKENDS)
 
     def forward(self, x: torch.Tensor, state: GatedDeltaNetState | None = None, return_state: bool = False):
         state = self.init_state(x.shape[0]) if state is None else state

@@ -8,11 +8,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import unknown_name_message
 from ..kernels.mlstm import BACKENDS, MLSTMState, mlstm
 from ..kernels.mlstm.reference import compute_dtype
 from ..registry import register_mixer
-from .base import Mixer, OptionError
+from ..errors import OptionError
+from .base import Mixer, check_backend
 
 
 @register_mixer("mlstm", test_options={"n_heads": 2, "chunk_size": 4})
@@ -66,18 +66,8 @@ class MLSTM(Mixer):
             self.gate_proj.bias[n_heads:] = torch.linspace(3.0, 6.0, n_heads)
 
     @classmethod
-    def check_options(
-        cls,
-        d_model: int,
-        n_heads: int = 4,
-        qk_dim_factor: float = 0.5,
-        v_dim_factor: float = 1.0,
-        gate_soft_cap: float | None = 15.0,
-        chunk_size: int = 64,
-        backend: str = "auto",
-        norm_eps: float = 1e-6,
-        **_,
-    ) -> None:
+    def check_options(cls, d_model: int, *, n_heads: int, qk_dim_factor: float, v_dim_factor: float,
+                      gate_soft_cap: float | None, chunk_size: int, backend: str, norm_eps: float) -> None:
         if n_heads < 1:
             raise OptionError("n_heads", f"n_heads must be >= 1, got {n_heads}")
         for key, factor in (("qk_dim_factor", qk_dim_factor), ("v_dim_factor", v_dim_factor)):
@@ -90,8 +80,7 @@ class MLSTM(Mixer):
             raise OptionError("gate_soft_cap", f"gate_soft_cap must be positive or None (uncapped), got {gate_soft_cap}")
         if chunk_size < 1:
             raise OptionError("chunk_size", f"chunk_size must be >= 1, got {chunk_size}")
-        if backend != "auto" and backend not in BACKENDS:
-            raise OptionError("backend", unknown_name_message("mLSTM backend", backend, [*BACKENDS, "auto"]))
+        check_backend("mLSTM", backend, BACKENDS)
         if norm_eps <= 0:
             raise OptionError("norm_eps", f"norm_eps must be positive, got {norm_eps}")
 

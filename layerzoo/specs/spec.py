@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
 
-from .config import ARMTConfig, ModelConfig
-from .resolve import (
-    TOP_KEYS, apply_set, check_keys, deep_merge, load_raw, locate, resolve_armt, resolve_base, resolve_model,
-)
-from .yaml_source import Locations, SpecError, fail, read_yaml
-from ..training.config import TrainingConfig, read_training
+from ..errors import OptionError, did_you_mean
+from .armt import ARMTConfig, BaseSection
+from .config import MixerConfig, ModelConfig
+from .fields import Section, located, read_section
+from .files import apply_set, deep_merge, load_raw, locate
+from .model import check_mixer_fits, complete_options, read_model
+from .sections import section_readers
+from .yaml_source import Locations, fail, read_yaml
 
 
 @dataclass(frozen=True)
@@ -22,15 +25,21 @@ class Spec:
 
     An ARMT spec adds `armt`, around either `model` (a stack built from scratch) or `hf_checkpoint`
     (a Hugging Face save_pretrained directory, the `base:` section; `model` is then None).
+    `sections` holds the validated sections that layers above specs own, by key (`training`).
     """
 
     model: ModelConfig | None
     name: str | None = None
     description: str | None = None
     source: str | None = None
-    training: TrainingConfig | None = None  # the `training:` section, validated
     armt: ARMTConfig | None = None
     hf_checkpoint: str | None = None
+    sections: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def training(self) -> Any:
+        """The `training:` section (a layerzoo.training.TrainingConfig), or None."""
+        return self.sections.get("training")
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved spec (no `extends`, every option explicit): loading it gives this Spec's model."""
@@ -45,8 +54,8 @@ class Spec:
             data["model"] = self.model.to_dict()
         if self.armt is not None:
             data["armt"] = self.armt.to_dict()
-        if self.training is not None:
-            data["training"] = self.training.to_dict()
+        for key, section in self.sections.items():
+            data[key] = section.to_dict()
         return data
 
     def to_yaml(self) -> str:
@@ -54,6 +63,19 @@ class Spec:
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_yaml())
+
+
+@dataclass(frozen=True)
+class SpecFile(Section):
+    """A spec's top level. `model`, `armt` and `base` are read by their own sections below; the
+    keys of other layers' sections (`training`) are checked by the readers they register."""
+
+    name: str | None = None
+    description: str | None = None
+    extends: str | None = None
+    model: dict | None = None
+    armt: dict | None = None
+    base: dict | None = None
 
 
 def load_spec(spec: str | Path | dict | Spec, overrides: Iterable[str] = ()) -> Spec:
@@ -75,22 +97,44 @@ def load_spec(spec: str | Path | dict | Spec, overrides: Iterable[str] = ()) -> 
         source = str(path)
     for assignment in overrides:
         apply_set(data, locations, assignment)
-    check_keys(data, TOP_KEYS, locations, ())
-    hf_checkpoint = resolve_base(data["base"], locations) if "base" in data else None
-    if hf_checkpoint is not None and ("model" in data or "armt" not in data):
+    readers = section_readers()
+    own = [item.name for item in dataclasses.fields(SpecFile)]
+    for key in data:
+        if key not in own and key not in readers:
+            known = own + list(readers)
+            raise fail(locations, (key,), f"unknown key{did_you_mean(str(key), known)} (known: {', '.join(known)})")
+    top = read_section(SpecFile, {key: value for key, value in data.items() if key in own}, locations, ())
+    hf_checkpoint = read_section(BaseSection, top.base, locations, ("base",)).hf_checkpoint if top.base is not None else None
+    if hf_checkpoint is not None and (top.model is not None or top.armt is None):
         raise fail(locations, ("base",), "a 'base' checkpoint is wrapped by an 'armt' section and replaces 'model'")
-    if "model" not in data and hf_checkpoint is None:
+    if top.model is None and hf_checkpoint is None:
         raise fail(locations, (), "missing required section 'model'")
-    model = resolve_model(data["model"], locations) if "model" in data else None
+    model = read_model(top.model, locations) if top.model is not None else None
     return Spec(
         model=model,
-        training=read_training(data.get("training"), locations, model.vocab_size if model else None),
-        armt=resolve_armt(data["armt"], locations, model) if "armt" in data else None,
+        armt=read_armt(top.armt, locations, model) if top.armt is not None else None,
         hf_checkpoint=hf_checkpoint,
-        name=data.get("name") or (Path(source).stem if source and source.endswith((".yaml", ".yml")) else None),
-        description=data.get("description"),
+        sections={key: reader(data[key], locations, model) for key, reader in readers.items() if key in data},
+        name=top.name or (Path(source).stem if source and source.endswith((".yaml", ".yml")) else None),
+        description=top.description,
         source=source,
     )
+
+
+def read_armt(mapping: Any, locations: Locations, model: ModelConfig | None) -> ARMTConfig:
+    """The `armt:` section; checked against the model's layers and width when the spec has a `model:`."""
+    path = ("armt",)
+    config = read_section(ARMTConfig, mapping, locations, path)
+    if model is not None:
+        try:
+            config.layer_indices(model.n_layers)
+        except OptionError as error:
+            raise located(error, locations, path) from None
+        memory = {"segment_size": config.segment_size, "d_mem": config.d_mem, "n_heads": config.n_heads,
+                  "normalize": config.normalize}
+        options = complete_options("assoc_memory", memory, locations, path)
+        check_mixer_fits(MixerConfig("assoc_memory", options), model.d_model, locations, path)
+    return config
 
 
 def _from_dict(spec: dict) -> tuple[dict, Locations, str]:

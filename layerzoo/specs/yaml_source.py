@@ -10,13 +10,9 @@ from typing import Any
 
 import yaml
 
-from ..errors import LayerzooError
+from ..errors import SpecError
 
 KeyPath = tuple  # ("model", "mixers", "swa", "window")
-
-
-class SpecError(LayerzooError):
-    """A spec that cannot be read or built. The message starts with `file:line: key:`."""
 
 
 class Locations(dict):

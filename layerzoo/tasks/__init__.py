@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-from ..errors import unknown_name_message
-from ..mixers.base import OptionError
+from ..errors import OptionError, unknown_name_message
+from ..specs.fields import make_section
 from .base import IGNORE, Batch, Task, example_seed
 from .byte_lm import ByteLM
 from .mqar import MQAR
@@ -22,11 +21,7 @@ def make_task(name: str, options: dict[str, Any], vocab_size: int) -> Task:
     """
     if name not in TASKS:
         raise OptionError("name", unknown_name_message("task", name, TASKS))
-    known = [f.name for f in dataclasses.fields(TASKS[name])]
-    for key in options:
-        if key not in known:
-            raise OptionError(key, unknown_name_message(f"option of task {name}", key, known))
-    task = TASKS[name](**options).bind(vocab_size)
+    task = make_section(TASKS[name], options).bind(vocab_size)
     task.check(vocab_size)
     return task
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
-from ..mixers.base import OptionError
+from ..errors import OptionError
+from ..specs import Section
 
 IGNORE = -100  # the target of a position that is not scored (torch cross_entropy's ignore_index)
 
@@ -27,8 +28,9 @@ class Batch:
 
 
 @dataclass(frozen=True)
-class Task:
-    """Base of the task dataclasses: their fields are the options a spec's `training.task` sets.
+class Task(Section):
+    """Base of the task dataclasses: their fields are the options a spec's `training.task` sets,
+    with their defaults, types and bounds (a spec Section).
 
     Subclasses implement `example(seq_len, generator, depth)` -> (input_ids (T,), targets (T,)).
     """
@@ -57,9 +59,6 @@ class Task:
             raise ValueError(f"task {self.name}: seq_len {seq_len} is too short (needs >= {self.min_seq_len()})")
         pairs = [self.example(seq_len, torch.Generator().manual_seed(seed), depth) for seed in seeds]
         return Batch(torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs]))
-
-    def options(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def example_seed(*parts: int | str) -> int:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 import torch
 
+from ..specs import option
 from .base import Task, randint, require
 
 
@@ -21,16 +23,15 @@ class ByteLM(Task):
 
     name = "bytes"
     paths: tuple[str, ...] = ()
-    holdout: float = 0.1
-    split: str = "train"
+    holdout: float = option(0.1, above=0.0, max=1.0)
+    split: Literal["train", "eval"] = "train"
 
     def check(self, vocab_size: int) -> None:
         require(vocab_size >= 256, "name", f"byte-level modelling needs vocab_size >= 256, the model has {vocab_size}")
         require(len(self.paths) >= 1, "paths", "give at least one text file")
         for path in self.paths:
             require(Path(path).is_file(), "paths", f"{path}: no such file")
-        require(0 < self.holdout < 1, "holdout", f"must be between 0 and 1, got {self.holdout}")
-        require(self.split in ("train", "eval"), "split", f"must be train or eval, got {self.split!r}")
+        require(self.holdout < 1, "holdout", f"must be below 1 (some bytes must be left to train on), got {self.holdout}")
 
     @cached_property
     def data(self) -> torch.Tensor:

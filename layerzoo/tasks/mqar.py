@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from ..specs import option
 from .base import IGNORE, Task, require, sample_distinct
 
 
@@ -19,14 +20,13 @@ class MQAR(Task):
     """
 
     name = "mqar"
-    num_pairs: int = 8
-    vocab_size: int | None = None
+    num_pairs: int = option(8, min=1)
+    vocab_size: int | None = option(None, min=1)
 
     def bind(self, vocab_size: int) -> "MQAR":
         return self if self.vocab_size is not None else replace(self, vocab_size=vocab_size)
 
     def check(self, vocab_size: int) -> None:
-        require(self.num_pairs >= 1, "num_pairs", f"must be >= 1, got {self.num_pairs}")
         vocab = self.vocab_size or vocab_size
         require(vocab <= vocab_size, "vocab_size", f"{vocab} exceeds the model's vocab_size {vocab_size}")
         require(self.num_pairs < vocab // 2, "num_pairs",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from ..specs import option
 from .base import IGNORE, Task, randint, require, sample_distinct
 
 NEEDLE, IS, QUERY = 1, 2, 3
@@ -37,10 +38,10 @@ class NIAH(Task):
     name = "niah"
     has_depth = True
     variants: tuple[str, ...] = VARIANTS
-    key_len: int = 2
-    value_len: int = 2
-    num_needles: int = 4
-    vocab_size: int | None = None
+    key_len: int = option(2, min=1)
+    value_len: int = option(2, min=1)
+    num_needles: int = option(4, min=1)
+    vocab_size: int | None = option(None, min=1)
 
     def bind(self, vocab_size: int) -> "NIAH":
         return self if self.vocab_size is not None else replace(self, vocab_size=vocab_size)
@@ -52,8 +53,6 @@ class NIAH(Task):
         require(len(self.variants) >= 1, "variants", "name at least one variant")
         for variant in self.variants:
             require(variant in VARIANTS, "variants", f"unknown variant {variant!r} (known: {', '.join(VARIANTS)})")
-        for key in ("key_len", "value_len", "num_needles"):
-            require(getattr(self, key) >= 1, key, f"must be >= 1, got {getattr(self, key)}")
         require(self.num_needles * self.key_len <= vocab // 4, "num_needles",
                 f"{self.num_needles} needles of {self.key_len} key tokens exceed the {vocab // 4} key tokens")
         require(self.num_needles * self.value_len <= vocab // 4, "num_needles",

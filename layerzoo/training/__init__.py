@@ -1,6 +1,7 @@
 """Training and evaluation: the spec's `training:` section, the trainer, checkpoints, NIAH grids.
 
-Only the config is imported eagerly (specs validate against it); the rest loads on first use.
+Only the config is imported eagerly (it registers the `training:` section with specs); the
+trainer and its dependencies load on first use, so `import layerzoo` stays light.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ import importlib
 from .config import TrainingConfig
 
 _LAZY = {
-    "train": "trainer", "Trainer": "trainer", "load_checkpoint": "checkpoint", "save_checkpoint": "checkpoint",
-    "CheckpointError": "checkpoint", "evaluate_grid": "evaluate", "plot_heatmap": "heatmap",
+    "train": "trainer", "TrainingError": "trainer", "RunResult": "trainer",
+    "save_checkpoint": "checkpoint", "load_weights": "checkpoint", "latest_checkpoint": "checkpoint",
+    "CheckpointError": "checkpoint", "evaluate": "evaluate", "evaluate_grid": "evaluate",
+    "grid_report": "report", "plot_heatmap": "heatmap",
 }
 
 

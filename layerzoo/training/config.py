@@ -1,4 +1,5 @@
-"""The spec's `training:` section: dataclasses whose fields are the keys, validated with file:line:key errors.
+"""The spec's `training:` section: dataclasses whose fields are the keys, with their defaults,
+types and bounds, validated with file:line:key errors when a spec is read.
 
 ```yaml
 training:
@@ -14,145 +15,143 @@ training:
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import did_you_mean, unknown_name_message
-from ..mixers.base import OptionError
-from ..specs.options import check_type, type_name
+from ..errors import OptionError, unknown_name_message
+from ..mixers import SlidingWindowAttention
+from ..registry import get_mixer
+from ..specs import ModelConfig, Section, option, read_section, register_section
+from ..specs.fields import located
 from ..specs.yaml_source import KeyPath, Locations, fail
 from ..tasks import TASKS
 
 
 @dataclass(frozen=True)
-class TaskConfig:
-    """A task name and its complete options (defaults filled in)."""
+class TaskConfig(Section):
+    """A task name and its complete options (defaults filled in), as the task's to_dict gives them;
+    written in a spec as one mapping, `{name: ..., options...}`."""
 
     name: str = "mqar"
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = option(factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, **{k: list(v) if isinstance(v, tuple) else v for k, v in self.options.items()}}
+        return {"name": self.name, **self.options}
 
 
 @dataclass(frozen=True)
-class OptimizerConfig:
+class OptimizerConfig(Section):
     """AdamW with linear warmup then cosine decay to min_lr_ratio * lr; decay only on matrices."""
 
-    lr: float = 1e-3
-    min_lr_ratio: float = 0.1
-    warmup_steps: int = 0
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.95
-    grad_clip: float | None = 1.0
+    lr: float = option(1e-3, min=0.0)
+    min_lr_ratio: float = option(0.1, min=0.0, max=1.0)
+    warmup_steps: int = option(0, min=0)
+    weight_decay: float = option(0.1, min=0.0)
+    beta1: float = option(0.9, min=0.0, max=1.0)
+    beta2: float = option(0.95, min=0.0, max=1.0)
+    grad_clip: float | None = option(1.0, min=0.0)
 
 
 @dataclass(frozen=True)
-class WindowConfig:
+class WindowConfig(Section):
     """The SWA window of each step: `fixed` at `long` (or the spec's own windows when long is null),
-    or `stochastic`: `short` with probability p_short, else `long`, the last anneal_fraction long only."""
+    or `stochastic`: `short` with probability p_short, else `long`, the last anneal_fraction long only.
+
+    Either sets one window for every SWA layer, so a model whose SWA layers have different
+    windows (per-layer overrides) is refused unless the schedule keeps the spec's windows.
+    """
 
     schedule: Literal["fixed", "stochastic"] = "fixed"
-    short: int | None = None
-    long: int | None = None
-    p_short: float = 0.5
-    anneal_fraction: float = 0.1
+    short: int | None = option(None, min=1)
+    long: int | None = option(None, min=1)
+    p_short: float = option(0.5, min=0.0, max=1.0)
+    anneal_fraction: float = option(0.1, min=0.0, max=1.0)
+
+    def validate(self) -> None:
+        if self.schedule != "stochastic":
+            return
+        for key in ("short", "long"):
+            if getattr(self, key) is None:
+                raise OptionError("", f"a stochastic schedule needs '{key}'")
+        if self.short > self.long:
+            raise OptionError("short", f"short window {self.short} exceeds long window {self.long}")
 
 
 @dataclass(frozen=True)
-class CurriculumConfig:
+class CurriculumConfig(Section):
     """Segment-count curriculum for segment-recurrent models (ARMT): stage i trains on
     segments[i] * segment_size tokens for stage_steps[i] steps (equal split of `steps` when
     null), the lr schedule restarting each stage; random_segments draws 1..segments[i] per batch.
     segment_size null takes the model's `segment_size` attribute."""
 
-    segments: tuple[int, ...] = ()
-    segment_size: int | None = None
-    stage_steps: tuple[int, ...] | None = None
+    segments: tuple[int, ...] = option(min=1)
+    segment_size: int | None = option(None, min=1)
+    stage_steps: tuple[int, ...] | None = option(None, min=1)
     random_segments: bool = False
+
+    def validate(self) -> None:
+        if not self.segments:
+            raise OptionError("segments", "list at least one segment count, e.g. [2, 4, 8]")
+        if self.stage_steps is not None and len(self.stage_steps) != len(self.segments):
+            raise OptionError("stage_steps", f"has {len(self.stage_steps)} entries for {len(self.segments)} stages")
 
 
 @dataclass(frozen=True)
-class EvalConfig:
+class EvalConfig(Section):
     """Periodic evaluation (every `every` steps on `samples` held-out examples at the training
     length) and the final grid: context lengths x needle depths -> accuracy, at `window`
     (null: the schedule's long window)."""
 
-    every: int = 100
-    samples: int = 64
-    lengths: tuple[int, ...] = ()
-    depths: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
-    window: int | None = None
-    batch_size: int = 16
+    every: int = option(100, min=1)
+    samples: int = option(64, min=1)
+    lengths: tuple[int, ...] = option((), min=1)
+    depths: tuple[float, ...] = option((0.0, 0.25, 0.5, 0.75, 1.0), min=0.0, max=1.0)
+    window: int | None = option(None, min=1)
+    batch_size: int = option(16, min=1)
 
 
 @dataclass(frozen=True)
-class TrainingConfig:
-    task: TaskConfig = field(default_factory=TaskConfig)
-    seq_len: int = 256
-    steps: int = 1000
-    batch_size: int = 16
-    grad_accum: int = 1
-    seed: int = 0
+class TrainingConfig(Section):
+    task: TaskConfig = option(factory=TaskConfig)
+    seq_len: int = option(256, min=1)
+    steps: int = option(1000, min=1)
+    batch_size: int = option(16, min=1)
+    grad_accum: int = option(1, min=1)
+    seed: int = option(0, min=0)
     precision: Literal["auto", "fp32", "bf16"] = "auto"
-    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
-    window: WindowConfig = field(default_factory=WindowConfig)
+    optimizer: OptimizerConfig = option(factory=OptimizerConfig)
+    window: WindowConfig = option(factory=WindowConfig)
     curriculum: CurriculumConfig | None = None
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    log_every: int = 10
-    checkpoint_every: int | None = None
+    eval: EvalConfig = option(factory=EvalConfig)
+    log_every: int = option(10, min=1)
+    checkpoint_every: int | None = option(None, min=1)
     out_dir: str | None = None  # null: runs/<spec name>
     parallel: Literal["ddp", "fsdp"] = "ddp"
 
-    def to_dict(self) -> dict[str, Any]:
-        """The `training:` section that validates back to exactly this config."""
-        def plain(value):
-            if isinstance(value, TaskConfig):
-                return value.to_dict()
-            if dataclasses.is_dataclass(value):
-                return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-            return list(value) if isinstance(value, tuple) else value
-        return plain(self)
+    def validate(self) -> None:
+        if self.batch_size % self.grad_accum:
+            raise OptionError("grad_accum", f"batch_size {self.batch_size} is not divisible by grad_accum {self.grad_accum}")
+        stages = None if self.curriculum is None else self.curriculum.stage_steps
+        if stages is not None and sum(stages) != self.steps:
+            raise OptionError("curriculum.stage_steps", f"sums to {sum(stages)}, training.steps is {self.steps}")
 
 
-# Bounds of numeric keys; an int key not listed must be >= 1, a float key not listed is free
-# (a task checks its own options).
-MINIMUM = {"seed": 0, "warmup_steps": 0, "weight_decay": 0.0, "min_lr_ratio": 0.0, "p_short": 0.0,
-           "anneal_fraction": 0.0, "depths": 0.0, "lr": 0.0, "grad_clip": 0.0, "beta1": 0.0, "beta2": 0.0}
-MAXIMUM = {"p_short": 1.0, "anneal_fraction": 1.0, "depths": 1.0, "min_lr_ratio": 1.0, "beta1": 1.0, "beta2": 1.0}
-
-
-def read_training(section: Any, locations: Locations, vocab_size: int | None) -> TrainingConfig | None:
-    """Validate a spec's `training:` mapping (None when absent) against a model of `vocab_size`."""
-    if section is None:
-        return None
+def read_training(section: Any, locations: Locations, model: ModelConfig | None) -> TrainingConfig:
+    """Validate a spec's `training:` mapping against its model (None: a Hugging Face base)."""
     path = ("training",)
     if not isinstance(section, dict):
         raise fail(locations, path, f"expected a mapping, got {section!r}")
     if "task" not in section:
         raise fail(locations, path, "missing required key 'task' (e.g. task: {name: niah})")
-    rest = {key: value for key, value in section.items() if key != "task"}
-    config = read_dataclass(TrainingConfig, rest, locations, path)
-    config = dataclasses.replace(config, task=read_task(section["task"], locations, path + ("task",), vocab_size))
-    window = config.window
-    if window.schedule == "stochastic":
-        for key in ("short", "long"):
-            if getattr(window, key) is None:
-                raise fail(locations, path + ("window",), f"a stochastic schedule needs '{key}'")
-        if window.short > window.long:
-            raise fail(locations, path + ("window", "short"), f"short window {window.short} exceeds long window {window.long}")
-    if config.batch_size % config.grad_accum:
-        raise fail(locations, path + ("grad_accum",), f"batch_size {config.batch_size} is not divisible by grad_accum {config.grad_accum}")
-    check_curriculum(config, locations, path + ("curriculum",))
-    shortest = TASKS[config.task.name](**config.task.options).bind(vocab_size).min_seq_len()
+    vocab_size = None if model is None else model.vocab_size
+    task = read_task(section["task"], locations, path + ("task",), vocab_size)
+    config = read_section(TrainingConfig, {**section, "task": task}, locations, path)
+    shortest = TASKS[task.name](**task.options).bind(vocab_size).min_seq_len()
     for key, lengths in (("seq_len", [config.seq_len]), ("eval", list(config.eval.lengths))):
         if any(length < shortest for length in lengths):
             where = path + ((key,) if key == "seq_len" else ("eval", "lengths"))
-            raise fail(locations, where, f"task {config.task.name} needs sequences of >= {shortest} tokens, got {min(lengths)}")
+            raise fail(locations, where, f"task {task.name} needs sequences of >= {shortest} tokens, got {min(lengths)}")
+    check_one_window(config, model, locations, path)
     return config
 
 
@@ -163,62 +162,27 @@ def read_task(section: Any, locations: Locations, path: KeyPath, vocab_size: int
     name = options.pop("name", None)
     if name not in TASKS:
         raise fail(locations, path + ("name",), unknown_name_message("task", str(name), TASKS))
-    task = read_dataclass(TASKS[name], options, locations, path)
-    if vocab_size is None:  # a Hugging Face base: its vocabulary is known once loaded (make_task checks)
-        return TaskConfig(name, task.options())
-    try:
-        task.bind(vocab_size).check(vocab_size)
-    except OptionError as error:
-        raise fail(locations, path + (error.key,), str(error)) from None
-    return TaskConfig(name, task.options())
+    task = read_section(TASKS[name], options, locations, path)
+    if vocab_size is not None:  # a Hugging Face base: its vocabulary is known once loaded (make_task checks)
+        try:
+            task.bind(vocab_size).check(vocab_size)
+        except OptionError as error:
+            raise located(error, locations, path) from None
+    return TaskConfig(name, task.to_dict())
 
 
-def check_curriculum(config: TrainingConfig, locations: Locations, path: KeyPath) -> None:
-    curriculum = config.curriculum
-    if curriculum is None:
+def check_one_window(config: TrainingConfig, model: ModelConfig | None, locations: Locations, path: KeyPath) -> None:
+    """A window schedule or eval window sets every SWA layer to one window: refuse a model whose
+    SWA layers have different windows, rather than silently overwrite its per-layer overrides."""
+    key = "window" if config.window.long is not None else ("eval", "window") if config.eval.window is not None else None
+    if model is None or key is None:
         return
-    if not curriculum.segments:
-        raise fail(locations, path + ("segments",), "list at least one segment count, e.g. [2, 4, 8]")
-    if curriculum.stage_steps is not None:
-        if len(curriculum.stage_steps) != len(curriculum.segments):
-            raise fail(locations, path + ("stage_steps",),
-                       f"has {len(curriculum.stage_steps)} entries for {len(curriculum.segments)} stages")
-        if sum(curriculum.stage_steps) != config.steps:
-            raise fail(locations, path + ("stage_steps",), f"sums to {sum(curriculum.stage_steps)}, training.steps is {config.steps}")
+    windows = sorted({layer.options["window"] for layer in model.layers
+                      if issubclass(get_mixer(layer.type).cls, SlidingWindowAttention)})
+    if len(windows) > 1:
+        raise fail(locations, path + ((key,) if isinstance(key, str) else key),
+                   f"sets one window for every SWA layer, but this model's SWA layers have windows {windows}; "
+                   "drop the per-layer window overrides, or keep them with window: {schedule: fixed, long: null}")
 
 
-def read_dataclass(cls: type, section: Any, locations: Locations, path: KeyPath):
-    """An instance of `cls` from a mapping: known keys, right types, bounds; nested dataclasses recurse."""
-    if not isinstance(section, dict):
-        raise fail(locations, path, f"expected a mapping, got {section!r}")
-    hints = typing.get_type_hints(cls)
-    known = [f.name for f in dataclasses.fields(cls)]
-    values = {}
-    for key, value in section.items():
-        if key not in known:
-            raise fail(locations, path + (key,), f"unknown key{did_you_mean(key, known)} (known: {', '.join(known)})")
-        values[key] = read_value(key, value, hints[key], locations, path + (key,))
-    return cls(**values)
-
-
-def read_value(key: str, value: Any, annotation: Any, locations: Locations, path: KeyPath) -> Any:
-    options = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) else (annotation,)
-    if value is None and type(None) in options:
-        return None
-    inner = [option for option in options if option is not type(None)][0]
-    if dataclasses.is_dataclass(inner):
-        return read_dataclass(inner, value, locations, path)
-    if typing.get_origin(inner) is tuple:
-        if not isinstance(value, list):
-            raise fail(locations, path, f"expected a list, got {value!r}")
-        element = typing.get_args(inner)[0]
-        return tuple(read_value(key, item, element, locations, path + (index,)) for index, item in enumerate(value))
-    ok, converted = check_type(value, annotation)
-    if not ok:
-        raise fail(locations, path, f"expected {type_name(annotation).replace('NoneType', 'null')}, got {value!r}")
-    if isinstance(converted, (int, float)) and not isinstance(converted, bool):
-        low, high = MINIMUM.get(key, 1 if isinstance(converted, int) else None), MAXIMUM.get(key)
-        if (low is not None and converted < low) or (high is not None and converted > high):
-            bounds = f">= {low}" if high is None else f"between {low} and {high}"  # every bounded key has a low
-            raise fail(locations, path, f"must be {bounds}, got {converted}")
-    return converted
+register_section("training", read_training)

@@ -1,8 +1,7 @@
 """Segment-count curriculum (ARMT): stages of growing segment counts, the lr re-annealed per stage.
 
 It plugs into any model that processes its input in segments of a fixed length: a stage with n
-segments trains on n * segment_size tokens. A model that also keeps an explicit count can take
-it through a `num_segments` attribute, which the trainer sets each step.
+segments trains on n * segment_size tokens.
 """
 
 from __future__ import annotations

@@ -6,13 +6,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-from typing import Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..mixers.attention import SlidingWindowAttention, set_window
+from ..mixers import at_window
 from ..tasks import IGNORE, Batch, Task, example_seed
 from .distributed import Context, all_sum
 
@@ -29,20 +28,6 @@ def score(model: nn.Module, batch: Batch, autocast: contextlib.AbstractContextMa
     loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE, reduction="sum")
     correct = ((logits.argmax(-1) == targets) & (targets != IGNORE)).sum()
     return loss, correct, batch.scored
-
-
-@contextlib.contextmanager
-def at_window(model: nn.Module, window: int | None) -> Iterator[None]:
-    """Run the SWA layers at `window` (None: unchanged) inside the block, then restore each layer's own."""
-    layers = [m for m in model.modules() if isinstance(m, SlidingWindowAttention)]
-    saved = [layer.window for layer in layers]
-    if window is not None:
-        set_window(model, window)
-    try:
-        yield
-    finally:
-        for layer, old in zip(layers, saved):
-            layer.window = old
 
 
 @torch.no_grad()

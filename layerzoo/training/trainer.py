@@ -21,14 +21,14 @@ from tqdm.auto import tqdm
 
 from ..assemblies import build
 from ..errors import LayerzooError
-from ..mixers.attention import set_window
+from ..mixers import at_window, set_window
 from ..specs import Spec, load_spec
 from ..tasks import Batch, Task, example_seed, make_task
 from . import distributed
 from .checkpoint import checkpoint_dir, latest_checkpoint, load_training_state, load_weights, save_checkpoint
 from .config import TrainingConfig
 from .curriculum import Curriculum
-from .evaluate import at_window, evaluate, score
+from .evaluate import evaluate, score
 from .schedules import WindowSchedule, learning_rate
 
 
@@ -90,8 +90,6 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
         if curriculum is not None:
             seq_len = curriculum.seq_len(step)
             lr_step, lr_total = curriculum.stage_progress(step)
-            if hasattr(model, "num_segments"):
-                model.num_segments = curriculum.segments(step)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(lr_step, lr_total, config.optimizer)
         batches = step_batches(task, config, step, seq_len, share, context)

@@ -14,7 +14,11 @@ import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 
-from layerzoo.mixers import GatedDeltaNet, OptionError
+from layerzoo import get_mixer
+from layerzoo.training.config import TrainingConfig
+from layerzoo.training.trainer import make_optimizer
+from layerzoo.errors import OptionError
+from layerzoo.mixers import GatedDeltaNet
 from layerzoo.testing import assert_close, check_mixer, mixer_inputs, prefill_then_decode, run_in_pieces
 
 
@@ -68,7 +72,8 @@ def test_gate_initialisation_follows_mamba2():
     dt = F.softplus(mixer.dt_bias)
     assert (decay_rate > 0).all() and (decay_rate <= 16).all()
     assert (dt >= 1e-3 * (1 - 1e-5)).all() and (dt <= 0.1 * (1 + 1e-5)).all()
-    assert mixer.A_log._no_weight_decay and mixer.dt_bias._no_weight_decay
+    decayed = make_optimizer(mixer, TrainingConfig()).param_groups[0]["params"]
+    assert all(p is not mixer.A_log and p is not mixer.dt_bias for p in decayed)  # rates are not weights to shrink
     # log-uniform dt: its log spreads over most of [log 1e-3, log 0.1]
     assert dt.log().max() - dt.log().min() > 0.7 * (math.log(0.1) - math.log(1e-3))
 
@@ -95,11 +100,11 @@ def test_default_widths():
 )
 def test_impossible_options_raise_option_error(options, key, match):
     with pytest.raises(OptionError, match=match) as info:
-        GatedDeltaNet.check_options(32, **options)
+        get_mixer('gated_deltanet').check(32, **options)
     assert info.value.key == key
     with pytest.raises(OptionError):
         GatedDeltaNet(32, **options)
-    GatedDeltaNet.check_options(32, n_heads=3, head_dim=8)  # head_dim frees d_model from n_heads
+    get_mixer('gated_deltanet').check(32, n_heads=3, head_dim=8)  # head_dim frees d_model from n_heads
 
 
 @pytest.mark.gpu

@@ -12,7 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from layerzoo.kernels import MLSTMState
-from layerzoo.mixers import MLSTM, OptionError
+from layerzoo import get_mixer
+from layerzoo.errors import OptionError
+from layerzoo.mixers import MLSTM
 from layerzoo.testing import assert_close, check_mixer, mixer_inputs, prefill_then_decode, run_in_pieces
 
 D_MODEL = 16
@@ -113,8 +115,8 @@ def test_contract_holds_for_other_option_sets():
 )
 def test_impossible_options_raise_option_error(options, key, match):
     with pytest.raises(OptionError, match=match) as info:
-        MLSTM.check_options(32, **options)
+        get_mixer('mlstm').check(32, **options)
     assert info.value.key == key and "\n" not in str(info.value)
     with pytest.raises(OptionError):
         MLSTM(32, **options)
-    MLSTM.check_options(100, n_heads=5, qk_dim_factor=0.3)  # 0.3 * 100 is 30 up to float rounding
+    get_mixer('mlstm').check(100, n_heads=5, qk_dim_factor=0.3)  # 0.3 * 100 is 30 up to float rounding

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from layerzoo.mixers.base import OptionError
+from layerzoo.errors import OptionError
 from layerzoo.tasks import make_task
 
 

@@ -2,7 +2,7 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from layerzoo.mixers.base import OptionError
+from layerzoo.errors import OptionError
 from layerzoo.tasks import IGNORE, make_task
 
 

@@ -70,3 +70,14 @@ def test_a_task_is_required(tiny_spec):
     tiny_spec.write_text(tiny_spec.read_text().replace("  task: {name: mqar, num_pairs: 4}\n", ""))
     with pytest.raises(SpecError, match="missing required key 'task'"):
         load_spec(tiny_spec)
+
+
+def test_a_window_schedule_refuses_per_layer_windows(tiny_spec):
+    per_layer = ["model.pattern=[swa, swa]", "model.overrides={1: {window: 4}}"]
+    with pytest.raises(SpecError, match=r"training\.window: sets one window for every SWA layer, but this "
+                                        r"model's SWA layers have windows \[4, 8\]"):
+        load_spec(tiny_spec, per_layer)
+    kept = load_spec(tiny_spec, per_layer + ["training.window={schedule: fixed, long: null}"])
+    assert [layer.options["window"] for layer in kept.model.layers] == [8, 4]
+    with pytest.raises(SpecError, match=r"training\.eval\.window: sets one window"):
+        load_spec(tiny_spec, per_layer + ["training.window={schedule: fixed, long: null}", "training.eval.window=8"])

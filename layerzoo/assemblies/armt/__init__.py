@@ -9,10 +9,10 @@
 
 from .adapter import load_adapter, save_adapter
 from .backbones import HF_LAYER_PATHS, find_decoder_layers
-from .build import build_armt, load_hf_checkpoint, wrap
 from .model import ARMT, ARMTState
+from .wrap import load_hf_checkpoint, wrap
 
 __all__ = [
-    "ARMT", "ARMTState", "HF_LAYER_PATHS", "build_armt", "find_decoder_layers", "load_adapter",
+    "ARMT", "ARMTState", "HF_LAYER_PATHS", "find_decoder_layers", "load_adapter",
     "load_hf_checkpoint", "save_adapter", "wrap",
 ]

@@ -14,9 +14,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from ...specs.config import ARMTConfig
-from .build import wrap
 from .model import ARMT
+from .wrap import wrap
 
 FORMAT = "layerzoo-armt-adapter"
 
@@ -34,7 +33,7 @@ def load_adapter(base: nn.Module | str | Path, path: str | Path) -> ARMT:
         if metadata.get("format") != FORMAT:
             raise ValueError(f"{path}: not an ARMT adapter (its metadata has no format {FORMAT!r})")
         tensors = {name: file.get_tensor(name) for name in file.keys()}
-    model = wrap(base, ARMTConfig(**json.loads(metadata["armt"])))
+    model = wrap(base, **json.loads(metadata["armt"]))
     expected = model.adapter_state_dict()
     for name, tensor in tensors.items():
         if name not in expected or expected[name].shape != tensor.shape:

@@ -19,7 +19,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ...kernels.assoc_memory import Memory
 from ...mixers.assoc_memory import AssociativeMemory
-from ...specs.config import ARMTConfig
+from ...specs import ARMTConfig
 from ..generate import generate
 from .backbones import backbone_for
 from .hooks import SegmentPass, memory_hooks

@@ -1,17 +1,14 @@
-"""ARMT models from specs, and around existing models: `wrap` and `build_armt`."""
+"""ARMT around an existing causal LM: `wrap`, and loading a local Hugging Face checkpoint."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import nn
 
-from ...specs import Spec
-from ...specs.config import ARMTConfig
-from ..causal_lm import CausalLM
+from ...specs import ARMTConfig
+from ...specs.fields import make_section
 from .model import ARMT
 
 
@@ -23,7 +20,7 @@ def wrap(model: nn.Module | str | Path, config: ARMTConfig | None = None, **opti
     wrapped model's logits equal the base model's until it is trained.
     """
     if config is None:
-        config = ARMTConfig(**options)
+        config = make_section(ARMTConfig, options)
     elif options:
         raise TypeError("pass either config or ARMT options, not both")
     if isinstance(model, (str, Path)):
@@ -38,16 +35,5 @@ def load_hf_checkpoint(path: str | Path) -> nn.Module:
     try:
         from transformers import AutoModelForCausalLM
     except ImportError:
-        raise ImportError("wrapping a Hugging Face checkpoint needs transformers: pip install transformers") from None
+        raise ImportError("wrapping a Hugging Face checkpoint needs transformers: pip install 'layerzoo[hf]'") from None
     return AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True)
-
-
-def build_armt(spec: Spec, device: Any = None, dtype: torch.dtype | None = None) -> ARMT:
-    """The ARMT a spec describes: around its `model:` stack (built fresh) or its `base:` checkpoint."""
-    if spec.hf_checkpoint is not None:
-        base = load_hf_checkpoint(spec.hf_checkpoint).to(device=device or "cpu")
-    else:
-        with torch.device(device or "cpu"):
-            base = CausalLM(dataclasses.replace(spec, armt=None))
-    model = ARMT(base, spec.armt)
-    return model.to(dtype=dtype) if dtype is not None else model

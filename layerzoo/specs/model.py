@@ -1,0 +1,193 @@
+"""The `model:` section: its schema, and its resolution into a ModelConfig.
+
+Resolution checks each named mixer config against the mixer registry (known options, their
+annotated types, the mixer's own `check_options`), expands `pattern` or `layers` into one layer
+per index, and applies per-layer `overrides`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..blocks.swiglu import ffn_hidden_size
+from ..errors import OptionError, did_you_mean, unknown_name_message
+from ..registry import get_mixer, list_mixers
+from .config import LayerConfig, MixerConfig, ModelConfig
+from .fields import Section, convert, located, option, read_section
+from .yaml_source import KeyPath, Locations, fail
+
+
+@dataclass(frozen=True)
+class FFNSection(Section):
+    """The SwiGLU width of a layer: `hidden`, else round_up(mult * d_model, multiple_of)."""
+
+    hidden: int | None = option(None, min=1)
+    mult: float = option(8 / 3, above=0.0)
+    multiple_of: int = option(64, min=1)
+
+    def width(self, d_model: int) -> int:
+        return self.hidden or ffn_hidden_size(d_model, self.mult, self.multiple_of)
+
+
+@dataclass(frozen=True)
+class NormSection(Section):
+    """The RMSNorms of every block and the final norm."""
+
+    eps: float = option(1e-6, above=0.0)
+
+
+@dataclass(frozen=True)
+class ModelSection(Section):
+    """The `model:` section as written.
+
+    mixers: named mixer configs, {name: {type: a registered mixer (default: the name), options...}};
+    the layers cycle `pattern` to n_layers, or list one name per layer in `layers` (exactly one of
+    the two). ffn: false for none, true or a mapping for a SwiGLU. overrides: {layer index
+    (negative from the end): {mixer: another config name, ffn: ..., options...}}.
+    """
+
+    d_model: int = option(min=1)
+    vocab_size: int = option(min=1)
+    n_layers: int | None = option(None, min=1)
+    mixers: dict = option(factory=dict)
+    pattern: tuple[str, ...] | None = None
+    layers: tuple[str, ...] | None = None
+    ffn: FFNSection | bool = option(factory=FFNSection)
+    norm: NormSection = option(factory=NormSection)
+    tie_embeddings: bool = True
+    init_std: float = option(0.02, above=0.0)
+    logit_softcap: float | None = option(None, above=0.0)
+    overrides: dict = option(factory=dict)
+
+
+def read_model(mapping: Any, locations: Locations) -> ModelConfig:
+    """Validate a spec's `model:` mapping and expand it into per-layer configs."""
+    section = read_section(ModelSection, mapping, locations, ("model",))
+    d_model = section.d_model
+    mixers = resolve_mixers(section.mixers, locations)
+    names = layer_names(section, mixers, locations)
+    used = set(names) | {o.get("mixer") for o in section.overrides.values() if isinstance(o, dict)}
+    for name in used & set(mixers):
+        check_mixer_fits(mixers[name], d_model, locations, ("model", "mixers", name))
+    default_ffn = ffn_width(section.ffn, d_model)
+    layers = [LayerConfig(name, mixers[name].type, dict(mixers[name].options), default_ffn) for name in names]
+    for index, override in section.overrides.items():
+        apply_override(layers, index, override, mixers, d_model, locations)
+    return ModelConfig(
+        d_model=d_model,
+        vocab_size=section.vocab_size,
+        layers=tuple(layers),
+        mixers={name: mixers[name] for name in dict.fromkeys(layer.name for layer in layers)},
+        ffn_hidden=default_ffn,
+        norm_eps=section.norm.eps,
+        tie_embeddings=section.tie_embeddings,
+        init_std=section.init_std,
+        logit_softcap=section.logit_softcap,
+    )
+
+
+def ffn_width(ffn: FFNSection | bool, d_model: int) -> int | None:
+    """`false` -> no FFN (None); `true` or a section -> its hidden width."""
+    if ffn is False:
+        return None
+    return (FFNSection() if ffn is True else ffn).width(d_model)
+
+
+def resolve_mixers(section: dict, locations: Locations) -> dict[str, MixerConfig]:
+    """Named mixer configs: `type` (a registered mixer, default the name) plus checked options."""
+    mixers = {}
+    for name, body in section.items():
+        path = ("model", "mixers", name)
+        body = {} if body is None else body
+        if not isinstance(body, dict):
+            raise fail(locations, path, f"a mixer config must be a mapping of options, got {body!r}")
+        options = dict(body)
+        kind = options.pop("type", name)
+        if kind not in list_mixers():
+            where = path + ("type",) if "type" in body else path
+            raise fail(locations, where, unknown_name_message("mixer", str(kind), list_mixers()))
+        mixers[name] = MixerConfig(kind, complete_options(kind, options, locations, path))
+    return mixers
+
+
+def complete_options(kind: str, options: dict, locations: Locations, path: KeyPath) -> dict:
+    """Known keys of the right types (the constructor's annotations); the complete options, every
+    keyword of the constructor in its order, defaults filled in."""
+    known = get_mixer(kind).options
+    complete = {}
+    for key, value in options.items():
+        if key not in known:
+            raise fail(locations, path + (key,),
+                       f"unknown option of mixer {kind!r}{did_you_mean(key, known)} (options: {', '.join(known)})")
+        try:
+            complete[key] = convert(value, known[key].annotation, key)
+        except OptionError as error:
+            raise located(error, locations, path) from None
+    for key, info in known.items():
+        if key not in complete:
+            if info.required:
+                raise fail(locations, path, f"mixer {kind!r} needs option {key!r}")
+            complete[key] = info.default
+    return {key: complete[key] for key in known}
+
+
+def check_mixer_fits(mixer: MixerConfig, d_model: int, locations: Locations, path: KeyPath) -> None:
+    """The mixer's own checks of values and combinations (d_model divisible by heads...), for the
+    configs in use: declared but unused configs skip them, so a spec can extend a base and change
+    d_model without restating mixers it does not use."""
+    try:
+        get_mixer(mixer.type).cls.check_options(d_model, **mixer.options)
+    except OptionError as error:
+        key = path + (error.key,)
+        raise fail(locations, key if key in locations else path, error.message) from None
+
+
+def layer_names(section: ModelSection, mixers: dict, locations: Locations) -> list[str]:
+    """The mixer config name of each layer, from `pattern` (cycled) or `layers` (listed)."""
+    if (section.pattern is None) == (section.layers is None):
+        raise fail(locations, ("model",), "give exactly one of 'pattern' (cycled to n_layers) or 'layers' (one per layer)")
+    key = "pattern" if section.pattern is not None else "layers"
+    names = getattr(section, key)
+    if not names:
+        raise fail(locations, ("model", key), "must name at least one mixer")
+    for index, name in enumerate(names):
+        if name not in mixers:
+            declared = ", ".join(mixers) or "none"
+            raise fail(locations, ("model", key, index),
+                       f"{name!r} is not declared under model.mixers{did_you_mean(name, mixers)} (declared: {declared})")
+    n_layers = section.n_layers
+    if key == "pattern":
+        if n_layers is None:
+            raise fail(locations, ("model",), "missing required key 'n_layers' (the pattern is cycled to it)")
+        return [names[i % len(names)] for i in range(n_layers)]
+    if n_layers is not None and n_layers != len(names):
+        raise fail(locations, ("model", "layers"), f"lists {len(names)} layers but n_layers is {n_layers}")
+    return list(names)
+
+
+def apply_override(layers: list[LayerConfig], index: Any, override: Any, mixers: dict, d_model: int,
+                   locations: Locations) -> None:
+    """Replace one layer's mixer, options or FFN. Negative indices count from the end."""
+    path = ("model", "overrides", index)
+    if isinstance(index, bool) or not isinstance(index, int) or not -len(layers) <= index < len(layers):
+        raise fail(locations, path, f"not a layer index of this {len(layers)}-layer model")
+    if not isinstance(override, dict):
+        raise fail(locations, path, f"expected a mapping of mixer/options/ffn, got {override!r}")
+    override = dict(override)
+    layer = layers[index]
+    name = override.pop("mixer", layer.name)
+    if name not in mixers:
+        raise fail(locations, path + ("mixer",), f"{name!r} is not declared under model.mixers (declared: {', '.join(mixers)})")
+    ffn = layer.ffn_hidden
+    if "ffn" in override:
+        try:
+            ffn = ffn_width(convert(override.pop("ffn"), FFNSection | bool, "ffn"), d_model)
+        except OptionError as error:
+            raise located(error, locations, path) from None
+    options = dict(mixers[name].options) if name != layer.name else dict(layer.options)
+    options.update(override)
+    kind = mixers[name].type
+    options = complete_options(kind, options, locations, path)
+    check_mixer_fits(MixerConfig(kind, options), d_model, locations, path)
+    layers[index] = LayerConfig(name, kind, options, ffn)
