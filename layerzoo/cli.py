@@ -1,15 +1,20 @@
-"""The `layerzoo` command: list specs and mixers, describe a spec. Errors print as one line."""
+"""The `layerzoo` command: list mixers and specs, describe, train and evaluate a spec's model.
+
+Errors a user can fix (a bad spec, option or file) print as one line, without a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from . import __version__
 from .errors import LayerzooError
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="layerzoo", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="layerzoo", description=__doc__.splitlines()[0].removeprefix("The `layerzoo` command: ").capitalize())
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("specs", help="list the shipped specs")
     commands.add_parser("mixers", help="list registered mixers with their options and defaults")

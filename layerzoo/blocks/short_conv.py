@@ -4,8 +4,8 @@ Three implementations of one operation, chosen per call:
 - "causal_conv1d" (Dao-AILab's CUDA kernels): the fastest on CUDA for widths 2 to 4, with the
   activation fused; an optional package (the `cuda` extra, it only builds where CUDA is), so it is
   imported on first use and its absence is never an error.
-- "fla" (flash-linear-attention's Triton `causal_conv1d`): always there on CUDA, since fla is a
-  dependency; any width, states and their gradients included. The CUDA fallback.
+- "fla" (flash-linear-attention's Triton `causal_conv1d`, the `cuda` extra): any width, states and
+  their gradients included. The CUDA fallback.
 - "torch" (grouped `F.conv1d` over [state; x]): CPU and fp64. Triton does not run on CPU, and on
   CPU a grouped convolution over a few taps is cheap next to the projections around it.
 """
@@ -13,6 +13,7 @@ Three implementations of one operation, chosen per call:
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
 
 import torch
@@ -76,8 +77,8 @@ def choose_conv_backend(x: torch.Tensor, width: int, backend: str = "auto") -> s
     """The implementation a ShortConvolution call on x runs.
 
     "auto": "torch" off CUDA and for fp64; on CUDA "causal_conv1d" when installed and
-    2 <= width <= 4 (its kernels' range), else "fla". Raises ValueError for an unknown name or a
-    backend this input cannot run on.
+    2 <= width <= 4 (its kernels' range), else "fla" when installed, else "torch". Raises
+    ValueError for an unknown name or a backend this input cannot run on.
     """
     if backend != "auto" and backend not in CONV_BACKENDS:
         raise ValueError(unknown_name_message("short convolution backend", backend, [*CONV_BACKENDS, "auto"]))
@@ -85,11 +86,20 @@ def choose_conv_backend(x: torch.Tensor, width: int, backend: str = "auto") -> s
         raise ValueError(f"the {backend!r} short convolution backend needs CUDA tensors, got {x.device}")
     if backend == "causal_conv1d" and _dao_causal_conv1d() is None:
         raise ValueError("the 'causal_conv1d' backend needs the causal-conv1d package (pip install 'layerzoo[cuda]')")
+    if backend == "fla" and not _fla_installed():
+        raise ValueError("the 'fla' short convolution backend needs flash-linear-attention (pip install 'layerzoo[cuda]')")
     if backend != "auto":
         return backend
     if not x.is_cuda or x.dtype == torch.float64:
         return "torch"
-    return "causal_conv1d" if 2 <= width <= 4 and _dao_causal_conv1d() is not None else "fla"
+    if 2 <= width <= 4 and _dao_causal_conv1d() is not None:
+        return "causal_conv1d"
+    return "fla" if _fla_installed() else "torch"
+
+
+@functools.cache
+def _fla_installed() -> bool:
+    return importlib.util.find_spec("fla") is not None
 
 
 class ShortConvolution(nn.Module):
