@@ -13,7 +13,8 @@ from .errors import LayerzooError
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="layerzoo", description=__doc__.splitlines()[0].removeprefix("The `layerzoo` command: ").capitalize())
+    parser = argparse.ArgumentParser(
+        prog="layerzoo", description="List mixers and specs; describe, train and evaluate the model a spec declares.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("specs", help="list the shipped specs")
