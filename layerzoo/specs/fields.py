@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import types
 import typing
 from typing import Any
@@ -88,6 +89,8 @@ def convert(value: Any, annotation: Any, key: str) -> Any:
     for choice in plain_choices:
         ok, converted = check_type(value, choice)
         if ok:
+            if isinstance(converted, float) and not math.isfinite(converted):
+                raise OptionError(key, f"must be a finite number, got {value!r}")
             return converted
     raise OptionError(key, f"expected {describe(annotation)}, got {value!r}")
 

@@ -47,6 +47,8 @@ MALFORMED = [
     ("training.eval.lengths=64", ["training.eval.lengths", "expected a list"]),
     ("training.curriculum={segments: [2, 4], stage_steps: [1]}", ["training.curriculum.stage_steps", "1 entries for 2 stages"]),
     ("training.precision=fp8", ["training.precision", "one of auto, fp32, bf16"]),
+    ("training.optimizer.lr=.inf", ["training.optimizer.lr", "must be a finite number"]),
+    ("training.eval.depths=[0, .nan]", ["training.eval.depths.1", "must be a finite number"]),
 ]
 
 
