@@ -165,3 +165,23 @@ def test_bad_command_line_override_names_the_flag(tmp_path):
         load_spec(write(tmp_path, BASE), ["model.d_model"])
     with pytest.raises(SpecError, match=r"^--set model.mixers.swa.window=0: model.mixers.swa.window: window must be"):
         load_spec(write(tmp_path, BASE), ["model.mixers.swa.window=0"])
+
+
+def test_aliases_cost_what_their_text_does(tmp_path):
+    """A YAML alias bomb: each level lists the one before nine times (9**5 leaves once expanded).
+    Locations are recorded once per written node, so reading it stays as small as its text."""
+    from layerzoo.specs.yaml_source import read_yaml
+
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 5)]
+    data, locations = read_yaml("\n".join(lines), "bomb.yaml")
+    assert len(data["a4"]) == 9 and len(locations) < 100
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    with pytest.raises(SpecError, match=rf"^{path}:1: a0: unknown key"):
+        load_spec(path)
+
+
+def test_a_key_that_is_not_a_name_is_one_line(tmp_path):
+    path = write(tmp_path, "model:\n  ? [a, b]\n  : 1\n")
+    with pytest.raises(SpecError, match=rf"^{path}:2: invalid YAML: found unhashable key$"):
+        load_spec(path)

@@ -52,7 +52,15 @@ def read_yaml(text: str, source: str) -> tuple[Any, Locations]:
     return data, locations
 
 
-def _record(loader: yaml.SafeLoader, node: yaml.Node, path: KeyPath, source: str, locations: Locations) -> None:
+def _record(loader: yaml.SafeLoader, node: yaml.Node, path: KeyPath, source: str, locations: Locations,
+            visited: set[int] | None = None) -> None:
+    """Record where each key path below `node` is set. An aliased node is walked once, at its
+    first use: later uses are located by the key that holds the alias, so the walk costs what the
+    text does, not what the aliases expand to."""
+    visited = set() if visited is None else visited
+    if id(node) in visited:
+        return
+    visited.add(id(node))
     if isinstance(node, yaml.MappingNode):
         seen = set()
         for key_node, value_node in node.value:
@@ -62,11 +70,11 @@ def _record(loader: yaml.SafeLoader, node: yaml.Node, path: KeyPath, source: str
                 raise SpecError(f"{where}: {'.'.join(map(str, path + (key,)))}: duplicate key")
             seen.add(key)
             locations[path + (key,)] = where
-            _record(loader, value_node, path + (key,), source, locations)
+            _record(loader, value_node, path + (key,), source, locations, visited)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             locations[path + (index,)] = f"{source}:{item.start_mark.line + 1}"
-            _record(loader, item, path + (index,), source, locations)
+            _record(loader, item, path + (index,), source, locations, visited)
 
 
 def read_yaml_file(path: Path) -> tuple[Any, Locations]:
