@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from safetensors import safe_open
@@ -132,3 +134,17 @@ def test_a_spec_wraps_a_local_checkpoint(checkpoints, family):
         layerzoo.build("armt-hf-example", [f"base.hf_checkpoint={path}"])
     with pytest.raises(ValueError, match="exceeds the base model's 64 positions"):
         wrap(path, segment_size=60, num_mem_tokens=8, memory_layers=[0])
+
+
+def test_a_checkpoint_that_ships_its_own_code_is_refused_without_running_it(tmp_path):
+    folder = tmp_path / "custom"
+    folder.mkdir()
+    ran = tmp_path / "ran"
+    (folder / "modeling_custom.py").write_text(f"open({str(ran)!r}, 'w').write('ran')\n")
+    config = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+                                      vocab_size=VOCAB).to_dict()
+    config["auto_map"] = {"AutoModelForCausalLM": "modeling_custom.CustomForCausalLM"}
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"needs its own code .*trust_remote_code=False\)$") as error:
+        wrap(folder, segment_size=8, num_mem_tokens=2, memory_layers=[0])
+    assert "\n" not in str(error.value) and not ran.exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,21 @@ def wrap(model: nn.Module | str | Path, config: ARMTConfig | None = None, **opti
 
 
 def load_hf_checkpoint(path: str | Path) -> nn.Module:
-    """A transformers causal LM from a local save_pretrained directory (never the hub)."""
-    if not (Path(path) / "config.json").is_file():
+    """A transformers causal LM from a local save_pretrained directory (never the hub). A folder
+    whose model needs its own Python code (an `auto_map` in config.json) is refused: layerzoo
+    never runs code that came with a checkpoint."""
+    config = Path(path) / "config.json"
+    if not config.is_file():
         raise FileNotFoundError(f"{path}: not a Hugging Face checkpoint directory (no config.json)")
+    try:
+        needs_code = "auto_map" in json.loads(config.read_text())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ValueError(f"{config}: not valid JSON ({error})") from None
+    if needs_code:
+        raise ValueError(f"{path}: the checkpoint needs its own code (config.json has an auto_map); "
+                         "layerzoo loads only models transformers ships (trust_remote_code=False)")
     try:
         from transformers import AutoModelForCausalLM
     except ImportError:
         raise ImportError("wrapping a Hugging Face checkpoint needs transformers: pip install 'layerzoo[hf]'") from None
-    return AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True)
+    return AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
