@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -208,3 +211,32 @@ def test_a_base_checkpoint_needs_an_armt_section_and_dumps_without_a_model(tmp_p
     spec = load_spec("armt-hf-example", ["base.hf_checkpoint=/models/mine"])
     assert spec.model is None and spec.hf_checkpoint == "/models/mine"
     assert load_spec(spec.to_dict()).to_dict() == spec.to_dict()
+
+
+def test_malformed_adapters_are_one_line_and_allocate_nothing_the_file_does_not_hold(tmp_path):
+    model = armt()
+    path = tmp_path / "adapter.safetensors"
+    save_adapter(model, path)
+    tensors = {name: tensor.contiguous() for name, tensor in model.adapter_state_dict().items()}
+    config = model.armt_config.to_dict()
+
+    def forged(name: str, **changes) -> Path:
+        metadata = {"format": "layerzoo-armt-adapter", "armt": json.dumps({**config, **changes})}
+        save_file(tensors, str(tmp_path / name), metadata=metadata)
+        return tmp_path / name
+
+    truncated = tmp_path / "truncated.safetensors"
+    truncated.write_bytes(path.read_bytes()[:-100])
+    no_config = tmp_path / "no_config.safetensors"
+    save_file(tensors, str(no_config), metadata={"format": "layerzoo-armt-adapter"})
+    cases = [
+        (forged("huge.safetensors", d_mem=10**9), "does not match the config (1000000000,"),
+        (forged("tokens.safetensors", num_mem_tokens=10**7), "does not hold the config's 10000000 tokens"),
+        (forged("zero.safetensors", segment_size=0), "segment_size: must be >= 1"),
+        (truncated, "not a readable safetensors file"),
+        (no_config, "has no 'armt' config"),
+    ]
+    for bad, words in cases:
+        with pytest.raises(ValueError) as error:
+            load_adapter(model.base, bad)
+        assert words in str(error.value) and "\n" not in str(error.value), str(error.value)

@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
+from ...specs import ARMTConfig
+from ...specs.fields import make_section
 from .model import ARMT
 from .wrap import wrap
 
@@ -27,13 +29,24 @@ def save_adapter(model: ARMT, path: str | Path) -> None:
 
 
 def load_adapter(base: nn.Module | str | Path, path: str | Path) -> ARMT:
-    """ARMT around `base` (a model or a save_pretrained directory) with the adapter's weights."""
-    with safe_open(str(path), framework="pt") as file:
-        metadata = file.metadata() or {}
-        if metadata.get("format") != FORMAT:
-            raise ValueError(f"{path}: not an ARMT adapter (its metadata has no format {FORMAT!r})")
-        tensors = {name: file.get_tensor(name) for name in file.keys()}
-    model = wrap(base, **json.loads(metadata["armt"]))
+    """ARMT around `base` (a model or a save_pretrained directory) with the adapter's weights.
+
+    The file's config and tensor shapes are checked against each other before anything is
+    built, so a forged config cannot make the memory layers larger than the file; every problem
+    with the file is a one-line ValueError.
+    """
+    try:
+        with safe_open(str(path), framework="pt") as file:
+            metadata = file.metadata() or {}
+            if metadata.get("format") != FORMAT:
+                raise ValueError(f"{path}: not an ARMT adapter (its metadata has no format {FORMAT!r})")
+            shapes = {name: tuple(file.get_slice(name).get_shape()) for name in file.keys()}
+            config = _config(metadata, path)
+            _check_shapes(config, shapes, path)
+            tensors = {name: file.get_tensor(name) for name in file.keys()}
+    except SafetensorError as error:
+        raise ValueError(f"{path}: not a readable safetensors file ({error})") from None
+    model = wrap(base, config)
     expected = model.adapter_state_dict()
     for name, tensor in tensors.items():
         if name not in expected or expected[name].shape != tensor.shape:
@@ -45,3 +58,27 @@ def load_adapter(base: nn.Module | str | Path, path: str | Path) -> ARMT:
         raise ValueError(f"{path}: the adapter lacks {', '.join(sorted(missing))}")
     model.load_state_dict(tensors, strict=False)
     return model
+
+
+def _config(metadata: dict, path: str | Path) -> ARMTConfig:
+    """The ARMTConfig in an adapter's metadata."""
+    try:
+        return make_section(ARMTConfig, json.loads(metadata["armt"]))
+    except KeyError:
+        raise ValueError(f"{path}: the adapter's metadata has no 'armt' config") from None
+    except (ValueError, TypeError) as error:  # bad JSON, or a JSON value that is not a mapping
+        raise ValueError(f"{path}: the adapter's 'armt' config is unusable: {error}") from None
+
+
+def _check_shapes(config: ARMTConfig, shapes: dict[str, tuple], path: str | Path) -> None:
+    """The memory tokens and every memory layer's query and beta have the sizes the config says."""
+    tokens = shapes.get("memory_tokens")
+    if tokens is None or len(tokens) != 2 or tokens[0] != config.num_mem_tokens:
+        raise ValueError(f"{path}: memory_tokens {tokens} does not hold the config's {config.num_mem_tokens} tokens")
+    d_model = tokens[1]
+    layers = sorted({name.split(".")[1] for name in shapes if name.startswith("memories.")})
+    for layer in layers:
+        for part, rows in (("query", config.d_mem), ("beta", config.n_heads)):
+            name = f"memories.{layer}.{part}.weight"
+            if shapes.get(name) != (rows, d_model):
+                raise ValueError(f"{path}: {name} {shapes.get(name)} does not match the config ({rows}, {d_model})")
