@@ -185,3 +185,18 @@ def test_a_key_that_is_not_a_name_is_one_line(tmp_path):
     path = write(tmp_path, "model:\n  ? [a, b]\n  : 1\n")
     with pytest.raises(SpecError, match=rf"^{path}:2: invalid YAML: found unhashable key$"):
         load_spec(path)
+
+
+def test_unreadable_or_runaway_spec_files_are_one_line(tmp_path):
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(SpecError, match=rf"^{latin}: not UTF-8 text \(byte 9 is 0xe9\)$"):
+        load_spec(latin)
+    write(tmp_path, BASE, "s0.yaml")
+    for index in range(1, 70):
+        write(tmp_path, f"extends: s{index - 1}.yaml\n", f"s{index}.yaml")
+    assert load_spec(tmp_path / "s60.yaml").model.n_layers == 4
+    with pytest.raises(SpecError, match=r"s69.yaml: its extends chain is more than 64 files deep"):
+        load_spec(tmp_path / "s69.yaml")
+    with pytest.raises(SpecError, match=r"^--set extends=swa-tiny: extends cannot be set from the command line"):
+        load_spec(tmp_path / "s0.yaml", ["extends=swa-tiny"])

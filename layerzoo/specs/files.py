@@ -14,6 +14,8 @@ from ..errors import SpecError, unknown_name_message
 from .yaml_source import KeyPath, Locations, fail, read_yaml_file
 
 SHIPPED_DIR = Path(__file__).parent / "shipped"
+# Far deeper than any spec family needs, and shallow enough for Python's recursion limit.
+MAX_EXTENDS = 64
 
 
 def shipped_specs() -> list[str]:
@@ -45,6 +47,8 @@ def load_raw(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict, Locations]
     if path.resolve() in chain:
         cycle = " -> ".join(str(p) for p in chain + (path.resolve(),))
         raise SpecError(f"{path}: extends cycle: {cycle}")
+    if len(chain) == MAX_EXTENDS:
+        raise SpecError(f"{chain[0]}: its extends chain is more than {MAX_EXTENDS} files deep (at {path})")
     data, locations = read_yaml_file(path)
     if not isinstance(data, dict):
         raise fail(locations, (), f"a spec must be a mapping, got {type(data).__name__}")
@@ -92,6 +96,9 @@ def apply_set(data: dict, locations: Locations, assignment: str) -> None:
     except yaml.YAMLError:
         raise SpecError(f"--set {assignment}: the value is not valid YAML") from None
     parts = [int(p) if p.lstrip("-").isdigit() else p for p in key.strip().split(".")]
+    if parts[0] == "extends":
+        raise SpecError(f"--set {assignment}: extends cannot be set from the command line (the chain is read "
+                        "before overrides); write a spec file that extends the one you want")
     target = data
     for depth, part in enumerate(parts[:-1]):
         target = target.setdefault(part, {})

@@ -79,7 +79,9 @@ def _record(loader: yaml.SafeLoader, node: yaml.Node, path: KeyPath, source: str
 
 def read_yaml_file(path: Path) -> tuple[Any, Locations]:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise SpecError(f"{path}: cannot read spec: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise SpecError(f"{path}: not UTF-8 text (byte {error.start} is {error.object[error.start]:#04x})") from None
     return read_yaml(text, str(path))
