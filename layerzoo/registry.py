@@ -13,6 +13,7 @@ A user mixer joins the registry with the decorator, and from then on specs can p
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, get_type_hints
@@ -38,7 +39,7 @@ class MixerEntry:
     cls: type
     test_options: dict[str, Any] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def options(self) -> dict[str, OptionInfo]:
         """Keyword options of `cls.__init__` after `d_model`, in declaration order."""
         signature = inspect.signature(self.cls.__init__)

@@ -67,23 +67,29 @@ def load_raw(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict, Locations]
     return deep_merge(base, child, base_locations, locations)
 
 
-def deep_merge(base: dict, override: dict, base_locations: Locations, override_locations: Locations,
-               path: KeyPath = ()) -> tuple[dict, Locations]:
-    """Mappings merge key by key; anything else (lists included) is replaced whole."""
-    merged = copy.deepcopy(base)
-    locations = Locations(base_locations)
-    for key, value in override.items():
-        here = path + (key,)
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key], locations = deep_merge(merged[key], value, locations, override_locations, here)
-        else:
-            merged[key] = copy.deepcopy(value)
-            for old in [p for p in locations if p[: len(here)] == here]:
-                del locations[old]
-        for p, where in override_locations.items():
-            if p[: len(here)] == here and (p not in locations or not isinstance(value, dict)):
-                locations[p] = where
+def deep_merge(base: dict, override: dict, base_locations: Locations,
+               override_locations: Locations) -> tuple[dict, Locations]:
+    """Mappings merge key by key; anything else (lists included) is replaced whole. A merged
+    mapping keeps the location where the base set it; everything else is located where it was
+    last set."""
+    replaced: set[KeyPath] = set()
+    merged = _merge_into(copy.deepcopy(base), override, (), replaced)
+    locations = Locations({path: where for path, where in base_locations.items()
+                           if not any(path[:end] in replaced for end in range(1, len(path) + 1))})
+    for path, where in override_locations.items():
+        if path not in locations:  # merged mappings are the paths still there
+            locations[path] = where
     return merged, locations
+
+
+def _merge_into(target: dict, override: dict, path: KeyPath, replaced: set[KeyPath]) -> dict:
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge_into(target[key], value, path + (key,), replaced)
+        else:
+            target[key] = copy.deepcopy(value)
+            replaced.add(path + (key,))
+    return target
 
 
 def apply_set(data: dict, locations: Locations, assignment: str) -> None:
