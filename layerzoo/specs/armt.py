@@ -22,12 +22,12 @@ class ARMTConfig(Section):
     checkpoint_segments: recompute each segment in the backward instead of storing it.
     """
 
-    segment_size: int = option(min=1)
-    num_mem_tokens: int = option(min=1)
-    d_mem: int = option(64, min=1)
+    segment_size: int = option(min=1, max=2**24)
+    num_mem_tokens: int = option(min=1, max=2**16)
+    d_mem: int = option(64, min=1, max=2**16)
     memory_layers: tuple[int, ...] | None = None
     memory_pattern: tuple[bool, ...] | None = None
-    n_heads: int = option(1, min=1)
+    n_heads: int = option(1, min=1, max=2**12)
     normalize: bool = True
     truncate_segments: int | None = option(None, min=1)
     checkpoint_segments: bool = False

@@ -18,13 +18,20 @@ from .fields import Section, convert, located, option, read_section
 from .yaml_source import KeyPath, Locations, fail
 
 
+# Far beyond any model in use, and small enough that sizes stay exact in int64 and a spec never
+# asks for a loop or an allocation the machine cannot finish.
+MAX_WIDTH = 2**20
+MAX_VOCAB = 2**24
+MAX_LAYERS = 2**12
+
+
 @dataclass(frozen=True)
 class FFNSection(Section):
     """The SwiGLU width of a layer: `hidden`, else round_up(mult * d_model, multiple_of)."""
 
-    hidden: int | None = option(None, min=1)
-    mult: float = option(8 / 3, above=0.0)
-    multiple_of: int = option(64, min=1)
+    hidden: int | None = option(None, min=1, max=MAX_WIDTH)
+    mult: float = option(8 / 3, above=0.0, max=64.0)
+    multiple_of: int = option(64, min=1, max=MAX_WIDTH)
 
     def width(self, d_model: int) -> int:
         return self.hidden or ffn_hidden_size(d_model, self.mult, self.multiple_of)
@@ -47,9 +54,9 @@ class ModelSection(Section):
     (negative from the end): {mixer: another config name, ffn: ..., options...}}.
     """
 
-    d_model: int = option(min=1)
-    vocab_size: int = option(min=1)
-    n_layers: int | None = option(None, min=1)
+    d_model: int = option(min=1, max=MAX_WIDTH)
+    vocab_size: int = option(min=1, max=MAX_VOCAB)
+    n_layers: int | None = option(None, min=1, max=MAX_LAYERS)
     mixers: dict = option(factory=dict)
     pattern: tuple[str, ...] | None = None
     layers: tuple[str, ...] | None = None
@@ -163,6 +170,8 @@ def layer_names(section: ModelSection, mixers: dict, locations: Locations) -> li
         return [names[i % len(names)] for i in range(n_layers)]
     if n_layers is not None and n_layers != len(names):
         raise fail(locations, ("model", "layers"), f"lists {len(names)} layers but n_layers is {n_layers}")
+    if len(names) > MAX_LAYERS:
+        raise fail(locations, ("model", "layers"), f"lists {len(names)} layers, more than {MAX_LAYERS}")
     return list(names)
 
 

@@ -177,7 +177,7 @@ armt:
 
 MALFORMED = [
     # (replace this, with this, expected line, words in the message)
-    ("segment_size: 8", "segment_size: 0", 9, ["armt.segment_size", ">= 1"]),
+    ("segment_size: 8", "segment_size: 0", 9, ["armt.segment_size", "must be between 1 and"]),
     ("segment_size: 8", "segmnt_size: 8", 9, ["armt.segmnt_size", "did you mean 'segment_size'"]),
     ("  num_mem_tokens: 2\n", "", 8, ["armt", "missing required key 'num_mem_tokens'"]),
     ("memory_layers: [1, -1]", "memory_layers: [1, 4]", 11, ["armt.memory_layers.1", "not a layer index of a 4-layer model"]),
@@ -230,8 +230,9 @@ def test_malformed_adapters_are_one_line_and_allocate_nothing_the_file_does_not_
     no_config = tmp_path / "no_config.safetensors"
     save_file(tensors, str(no_config), metadata={"format": "layerzoo-armt-adapter"})
     cases = [
-        (forged("huge.safetensors", d_mem=10**9), "does not match the config (1000000000,"),
-        (forged("tokens.safetensors", num_mem_tokens=10**7), "does not hold the config's 10000000 tokens"),
+        (forged("huge.safetensors", d_mem=10**9), "d_mem: must be between 1 and 65536"),
+        (forged("large.safetensors", d_mem=2**16), "does not match the config (65536,"),
+        (forged("tokens.safetensors", num_mem_tokens=1000), "does not hold the config's 1000 tokens"),
         (forged("zero.safetensors", segment_size=0), "segment_size: must be >= 1"),
         (truncated, "not a readable safetensors file"),
         (no_config, "has no 'armt' config"),
