@@ -16,14 +16,14 @@ from layerzoo.kernels import (
 from layerzoo.kernels.sliding_window import BACKENDS
 from layerzoo.testing.tolerances import assert_close
 
-CPU_BACKENDS = ["reference", "blocked", "sdpa", "auto"]
+CPU_BACKENDS = ["reference", "chunkwise", "sdpa", "auto"]
 # GPU kernels reorder fp32 sums more, and bf16 gradients round every partial product.
 CUDA_TOLERANCE_SCALE = {torch.float32: 10.0, torch.bfloat16: 2.0}
 
 
 @st.composite
 def attention_case(draw, dtypes=(torch.float32, torch.bfloat16)):
-    """(q, k, v, window) with shapes around the blocked path's 64-row blocks."""
+    """(q, k, v, window) with shapes around the chunkwise path's 64-row chunks."""
     heads = draw(st.sampled_from([1, 2, 4]))
     kv_heads = draw(st.sampled_from([d for d in (1, 2, 4) if heads % d == 0]))
     batch = draw(st.integers(1, 2))
@@ -66,7 +66,7 @@ def test_window_semantics(backend, q_len, k_len, window):
 
 
 @settings(deadline=None)
-@given(case=attention_case(), backend=st.sampled_from(["blocked", "sdpa", "auto"]))
+@given(case=attention_case(), backend=st.sampled_from(["chunkwise", "sdpa", "auto"]))
 def test_backends_match_reference(case, backend):
     q, k, v, window = case
     out = sliding_window_attention(q, k, v, window, backend=backend)
@@ -77,14 +77,14 @@ def test_backends_match_reference(case, backend):
 
 @settings(deadline=None)
 @given(case=attention_case(dtypes=(torch.float32,)))
-def test_blocked_matches_dense_masked_sdpa(case):
+def test_chunkwise_matches_dense_masked_sdpa(case):
     q, k, v, window = case
-    out = sliding_window_attention(q, k, v, window, backend="blocked")
-    assert_close(out, dense_sdpa(q, k, v, window), what="blocked vs dense SDPA")
+    out = sliding_window_attention(q, k, v, window, backend="chunkwise")
+    assert_close(out, dense_sdpa(q, k, v, window), what="chunkwise vs dense SDPA")
 
 
 @settings(deadline=None)
-@given(case=attention_case(dtypes=(torch.float32,)), backend=st.sampled_from(["blocked", "sdpa"]))
+@given(case=attention_case(dtypes=(torch.float32,)), backend=st.sampled_from(["chunkwise", "sdpa"]))
 def test_gradients_match_reference(case, backend):
     q, k, v, window = case
     grad_out = torch.randn_like(q)
@@ -129,11 +129,11 @@ def test_empty_query_block_returns_empty():
 
 def test_choose_backend_on_cpu():
     q, k = torch.randn(1, 16, 4, 8), torch.randn(1, 32, 2, 8)
-    assert choose_swa_backend(q, k, 8) == "blocked"
+    assert choose_swa_backend(q, k, 8) == "chunkwise"
     assert choose_swa_backend(q, k, None) == "sdpa"
     assert choose_swa_backend(q, k, 32) == "sdpa"  # the window covers every key: plain causal
     assert choose_swa_backend(q, k, 8, backend="reference") == "reference"
-    assert set(BACKENDS) >= {"reference", "blocked", "sdpa", "flex"}
+    assert set(BACKENDS) >= {"reference", "chunkwise", "sdpa", "flex"}
 
 
 def _inputs(q_shape=(1, 6, 4, 8), k_shape=(1, 8, 2, 8), v_shape=None, dtype=torch.float32):
@@ -154,7 +154,7 @@ def _inputs(q_shape=(1, 6, 4, 8), k_shape=(1, 8, 2, 8), v_shape=None, dtype=torc
         (_inputs(), {"window": 0}, r"window must be an int >= 1 or None.*got 0"),
         (_inputs(), {"window": 2.5}, r"window must be an int >= 1 or None.*got 2.5"),
         (_inputs(), {"window": True}, r"window must be an int"),
-        (_inputs(), {"backend": "blockd"}, r"unknown .* backend 'blockd'; did you mean 'blocked'\?"),
+        (_inputs(), {"backend": "chunkwize"}, r"unknown .* backend 'chunkwize'; did you mean 'chunkwise'\?"),
         (_inputs(), {"backend": "flex"}, r"'flex' backend needs CUDA tensors"),
     ],
 )

@@ -18,13 +18,9 @@ from hypothesis import strategies as st
 
 from layerzoo.kernels import choose_swa_backend, sliding_window_attention
 from layerzoo.kernels.sliding_window import sliding_window_attention_reference, sliding_window_mask
-from layerzoo.kernels.sliding_window.triton.blocks import (
-    first_visited_key,
-    key_block_range,
-    query_block_range,
-)
 from layerzoo.kernels.triton_support import triton_can_run
 from layerzoo.testing.tolerances import assert_close
+from swa_block_ranges import first_visited_key, key_block_range, query_block_range
 
 pytestmark = pytest.mark.skipif(
     not triton_can_run(torch.empty(0)) and not torch.cuda.is_available(),
@@ -211,9 +207,9 @@ def test_window_at_least_keys_is_full_causal():
 
 
 def test_auto_never_picks_triton_on_cpu():
-    """The interpreter is for testing; on CPU "auto" keeps torch's blocked SDPA."""
+    """The interpreter is for testing; on CPU "auto" keeps torch's chunkwise SDPA."""
     q, k = torch.randn(1, 200, 2, 16), torch.randn(1, 300, 2, 16)
-    assert choose_swa_backend(q, k, 32) == "blocked"
+    assert choose_swa_backend(q, k, 32) == "chunkwise"
     assert choose_swa_backend(q, k, 32, backend="triton") == "triton"
 
 

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from ...errors import unknown_name_message
 from ..triton_support import require_triton, triton_can_run
-from .blocked import blocked_sliding_window_attention, first_reachable_key
+from .chunkwise import first_reachable_key, sliding_window_attention_chunkwise
 from .reference import sliding_window_attention_reference, sliding_window_mask
 
 __all__ = [
@@ -55,10 +55,10 @@ def _sdpa(q, k, v, window, scale):
     return out.transpose(1, 2)
 
 
-def _blocked(q, k, v, window, scale):
-    # Without a window every key is in reach and blocking saves nothing: O(Tq * Tk) like dense.
+def _chunkwise(q, k, v, window, scale):
+    # Without a window every key is in reach and chunking saves nothing: O(Tq * Tk) like dense.
     window = k.shape[1] if window is None else window
-    return blocked_sliding_window_attention(q, k, v, window, scale)
+    return sliding_window_attention_chunkwise(q, k, v, window, scale)
 
 
 @functools.cache
@@ -95,7 +95,7 @@ def _flex(q, k, v, window, scale):
     return out.transpose(1, 2)
 
 
-# The dtypes the Triton kernels take (fp64 would need fp64 tensor-core dots: use sdpa or blocked).
+# The dtypes the Triton kernels take (fp64 would need fp64 tensor-core dots: use sdpa or chunkwise).
 TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
@@ -104,7 +104,7 @@ def _check_triton(q: torch.Tensor) -> None:
     if q.dtype not in TRITON_DTYPES:
         raise ValueError(
             f"sliding_window_attention: the 'triton' backend supports float32, bfloat16 and "
-            f"float16, got {q.dtype}; use backend='sdpa' or 'blocked' for it"
+            f"float16, got {q.dtype}; use backend='sdpa' or 'chunkwise' for it"
         )
 
 
@@ -120,7 +120,7 @@ def _triton(q, k, v, window, scale):
 
 BACKENDS: dict[str, Backend] = {
     "reference": sliding_window_attention_reference,
-    "blocked": _blocked,
+    "chunkwise": _chunkwise,
     "sdpa": _sdpa,
     "flex": _flex,
     "triton": _triton,
@@ -175,7 +175,7 @@ def choose_swa_backend(
 
     "auto" picks: "sdpa" (fused causal kernel) when the window covers all Tk keys; otherwise, on
     CUDA with at least FLEX_MIN_QUERIES queries, "triton" (or "flex" when triton is missing or
-    the dtype is fp64), "sdpa" on CUDA for fewer queries, and "blocked" elsewhere (also under
+    the dtype is fp64), "sdpa" on CUDA for fewer queries, and "chunkwise" elsewhere (also under
     TRITON_INTERPRET, where the interpreted kernels are far slower than torch's CPU SDPA).
     Raises ValueError for an unknown name or a backend the device or dtype cannot run.
     """
@@ -185,7 +185,7 @@ def choose_swa_backend(
         raise ValueError(unknown_name_message("sliding-window attention backend", backend, known))
     if backend == "flex" and not q.is_cuda:
         raise ValueError(
-            f"the 'flex' backend needs CUDA tensors, got {q.device}; use 'blocked' off CUDA"
+            f"the 'flex' backend needs CUDA tensors, got {q.device}; use 'chunkwise' off CUDA"
         )
     if backend == "triton":
         _check_triton(q)
@@ -197,7 +197,7 @@ def choose_swa_backend(
         if q.shape[1] < FLEX_MIN_QUERIES:
             return "sdpa"
         return "triton" if triton_can_run(q) and q.dtype in TRITON_DTYPES else "flex"
-    return "blocked"
+    return "chunkwise"
 
 
 def sliding_window_attention(

@@ -15,11 +15,10 @@ import triton
 
 from ...triton_support import triton_interpreting
 from .. import _check_triton  # device and dtype checks shared with the public entry point
-from .backward_kv import swa_bwd_dkdv_kernel
-from .backward_q import swa_bwd_delta_kernel, swa_bwd_dq_kernel
-from ..blocked import first_reachable_key
+from ..chunkwise import first_reachable_key
+from .backward import swa_bwd_delta_kernel, swa_bwd_dkdv_kernel, swa_bwd_dq_kernel
 from .common import LOG2E
-from .configs import DELTA_CONFIG, GPU_CONFIGS, INTERPRETER_CONFIGS, KERNELS, TileConfig, tune_bucket
+from .config import DELTA_CONFIG, GPU_CONFIGS, INTERPRETER_CONFIGS, KERNELS, TileConfig, tune_bucket
 from .forward import swa_fwd_kernel
 
 _KERNELS = {"fwd": swa_fwd_kernel, "dkdv": swa_bwd_dkdv_kernel, "dq": swa_bwd_dq_kernel}
