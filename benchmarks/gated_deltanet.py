@@ -31,11 +31,12 @@ from unittest import mock
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # layerzoo, and the peers the tests load too
 
 from layerzoo.kernels import gated_delta_rule  # noqa: E402
-from layerzoo.kernels.gated_delta_rule.fla import load_fla_naive  # noqa: E402
 from layerzoo.kernels.gated_delta_rule.native import load_native_ops  # noqa: E402
+from peers import load_fla_naive  # noqa: E402
 
 from common import (  # noqa: E402
     add_chunkwise_shape_arguments, markdown_table, scaling_exponent, sweep_best_times, sweep_parser,

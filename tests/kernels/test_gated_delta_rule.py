@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from layerzoo.kernels import choose_gated_delta_backend, gated_delta_rule, gated_delta_rule_reference
 from layerzoo.kernels.gated_delta_rule import chunkwise as chunkwise_module
 from layerzoo.kernels.gated_delta_rule import native
-from layerzoo.kernels.gated_delta_rule.fla import load_fla_naive
 from layerzoo.testing import assert_close
+from peers import load_fla_naive
 
 # How the log decay g and the write strength beta are drawn: typical values and the extremes
 # where exp underflows, nothing decays, nothing is written or everything is overwritten.
