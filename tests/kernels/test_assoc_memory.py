@@ -141,9 +141,8 @@ def test_a_written_key_reads_back_beta_times_its_value_and_a_rewrite_replaces_it
 
 @pytest.mark.parametrize("call, message", [
     (lambda: associative_read(torch.randn(1, 2, 1, 4), None), "memory is None"),
-    (lambda: associative_read(torch.randn(2, 4), empty_memory(1, 1, 24, 3)), "float \\(B, T, heads, d\\)"),
-    (lambda: associative_read(torch.randn(1, 2, 1, 4), empty_memory(1, 1, 12, 3)), "memory must be"),
-    (lambda: associative_update(torch.randn(1, 0, 1, 4), torch.randn(1, 0, 1, 3), torch.rand(1, 0, 1)), "0 tokens"),
+    (lambda: associative_read(torch.randn(2, 4), empty_memory(1, 1, 24, 3)), "q must be a 4-d tensor"),
+    (lambda: associative_read(torch.randn(1, 2, 1, 4), empty_memory(1, 1, 12, 3)), "key width must be"),
     (lambda: associative_update(torch.randn(1, 2, 1, 4), torch.randn(1, 3, 1, 3), torch.rand(1, 2, 1)), "v must be"),
     (lambda: associative_update(torch.randn(1, 2, 1, 4), torch.randn(1, 2, 1, 3), torch.rand(1, 2)), "beta must be"),
     (lambda: associative_read(torch.randn(1, 2, 1, 4), empty_memory(1, 1, 24, 3), backend="trition"), "unknown associative"),

@@ -1,4 +1,4 @@
-"""Gated delta rule kernel: chunkwise (and fla on CUDA) against the recurrent reference."""
+"""Gated delta rule kernel: chunkwise (and fla on CUDA) against the step-loop reference."""
 
 from __future__ import annotations
 
@@ -324,7 +324,7 @@ def test_extreme_gates_stay_finite_and_agree(g_regime, beta_regime, cpu):
     }
     grad_out, grad_state = seeded_like(inputs["v"], 1), seeded_like(inputs["initial_state"], 2)
     expected_out, expected_state, expected_grads = run_with_grads(reference_fp64, inputs, grad_out.double(), grad_state.double())
-    for backend in ("recurrent", "chunkwise"):
+    for backend in ("reference", "chunkwise"):
 
         def kernel(**leaves):
             return gated_delta_rule(**leaves, output_final_state=True, chunk_size=16, backend=backend)
@@ -340,7 +340,7 @@ def test_extreme_gates_stay_finite_and_agree(g_regime, beta_regime, cpu):
 @given(case=delta_rule_case(dtypes=(torch.float32,), max_length=150), data=st.data())
 def test_two_calls_with_the_state_carried_equal_one_call(case, data):
     inputs, kwargs = case
-    backend = data.draw(st.sampled_from(["recurrent", "chunkwise", "auto"]))
+    backend = data.draw(st.sampled_from(["reference", "chunkwise", "auto"]))
     length = inputs["q"].shape[1]
     split = data.draw(st.integers(0, length))
     full, full_state = gated_delta_rule(**inputs, **kwargs, output_final_state=True, backend=backend)
@@ -385,7 +385,7 @@ def test_bf16_inputs_give_bf16_output_and_fp32_state():
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 20, 2, 8, generator=gen).bfloat16() for _ in range(3))
     g, beta = -torch.rand(2, 20, 2, generator=gen), torch.rand(2, 20, 2, generator=gen)
-    for backend in ("recurrent", "chunkwise"):
+    for backend in ("reference", "chunkwise"):
         out, state = gated_delta_rule(q, k, v, g, beta, output_final_state=True, backend=backend)
         assert out.dtype == torch.bfloat16 and state.dtype == torch.float32
     assert not isinstance(gated_delta_rule(q, k, v, g, beta), tuple)
@@ -405,8 +405,8 @@ def test_empty_sequence_returns_the_initial_state():
 def test_choose_backend_on_cpu():
     q = torch.zeros(1, 16, 2, 8)
     assert choose_gated_delta_backend(q) == "chunkwise"
-    assert choose_gated_delta_backend(q[:, :1]) == "recurrent"  # one step: decoding
-    assert choose_gated_delta_backend(q, "recurrent") == "recurrent"
+    assert choose_gated_delta_backend(q[:, :1]) == "reference"  # one step: decoding
+    assert choose_gated_delta_backend(q, "reference") == "reference"
 
 
 def _inputs(**shapes):
@@ -417,15 +417,15 @@ def _inputs(**shapes):
 @pytest.mark.parametrize(
     "inputs,kwargs,match",
     [
-        (_inputs(q=(6, 2, 8)), {}, r"q must be a 4-d tensor \(B, T, H, D\)"),
+        (_inputs(q=(6, 2, 8)), {}, r"q must be a 4-d tensor \(B, T, H, K\)"),
         (_inputs(g=(1, 6, 2, 1)), {}, r"g must be a 3-d tensor \(B, T, H\)"),
-        (_inputs(k=(1, 6, 2, 4)), {}, r"q and k must have the same shape"),
+        (_inputs(k=(1, 6, 2, 4)), {}, r"k must be \(B, T, H, K\) = \(1, 6, 2, 8\)"),
         (_inputs(v=(1, 5, 2, 4)), {}, r"v must be \(B, T, H, V\)"),
         (_inputs(beta=(1, 6, 3)), {}, r"beta must be \(B, T, H\) = \(1, 6, 2\)"),
         (_inputs(), {"initial_state": torch.zeros(1, 2, 4, 8)}, r"initial_state must be \(B, H, K, V\) = \(1, 2, 8, 4\)"),
         ({**_inputs(), "v": torch.zeros(1, 6, 2, 4, dtype=torch.float64)}, {}, r"share one dtype"),
-        ({**_inputs(), "q": torch.zeros(1, 6, 2, 8, dtype=torch.long)}, {}, r"q must be a float tensor"),
-        (_inputs(), {"chunk_size": 0}, r"chunk_size must be an int >= 1, got 0"),
+        ({**_inputs(), "q": torch.zeros(1, 6, 2, 8, dtype=torch.long)}, {}, r"q must be a floating-point tensor"),
+        (_inputs(), {"chunk_size": 0}, r"chunk_size must be an integer >= 1, got 0"),
         (_inputs(), {"backend": "chunkwize"}, r"unknown gated delta rule backend 'chunkwize'; did you mean 'chunkwise'\?"),
         (_inputs(), {"backend": "fla"}, r"'fla' backend needs CUDA tensors"),
     ],

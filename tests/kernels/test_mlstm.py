@@ -1,4 +1,4 @@
-"""mLSTM kernel: chunkwise against the recurrent step loop, plus mlstm_kernels and input checks.
+"""mLSTM kernel: chunkwise against the reference step loop, plus mlstm_kernels.
 
 The truth is the step loop in fp64 on the very same (possibly bf16-rounded) inputs. In fp64, q and
 k take any sign and the match must be exact to rounding. h divides by max(|q . n|, exp(-m)), which
@@ -110,7 +110,7 @@ def check_against_truth(backend, inputs, state, chunk_size, device=None):
     The truth runs where the inputs are; the backend on `device` (default: there too).
     """
     dtype = inputs["q"].dtype
-    truth, m_truth = outputs_and_gradients("recurrent", inputs, state, chunk_size, to=torch.float64)
+    truth, m_truth = outputs_and_gradients("reference", inputs, state, chunk_size, to=torch.float64)
     if device is not None:
         inputs = {name: t.to(device) for name, t in inputs.items()}
         state = None if state is None else MLSTMState(*(t.to(device) for t in state))
@@ -135,7 +135,7 @@ def check_chunkwise_against_truth(inputs, state, chunk_size):
 
 
 @given(case=mlstm_case())
-def test_chunkwise_matches_recurrent_outputs_states_and_gradients(case):
+def test_chunkwise_matches_reference_outputs_states_and_gradients(case):
     check_chunkwise_against_truth(*case)
 
 
@@ -148,7 +148,7 @@ def test_extreme_gates_stay_finite_and_agree(case):
 @given(case=mlstm_case(dtypes=(torch.float64,), max_length=150), data=st.data())
 def test_two_calls_with_the_state_carried_equal_one_call(case, data):
     inputs, state, chunk_size = case
-    backend = data.draw(st.sampled_from(["recurrent", "chunkwise"]))
+    backend = data.draw(st.sampled_from(["reference", "chunkwise"]))
     check_two_calls_equal_one(backend, inputs, state, chunk_size, data.draw(st.integers(0, inputs["q"].shape[1])))
 
 
@@ -229,8 +229,8 @@ def test_empty_sequence_returns_empty_output_and_the_initial_state():
 def test_choose_backend():
     q = torch.zeros(1, 4, 2, 8)
     assert choose_mlstm_backend(q) == "chunkwise"
-    assert choose_mlstm_backend(q, "recurrent") == "recurrent"
-    assert set(BACKENDS) >= {"recurrent", "chunkwise"}
+    assert choose_mlstm_backend(q, "reference") == "reference"
+    assert set(BACKENDS) >= {"reference", "chunkwise"}
 
 
 def _inputs(q=(1, 6, 2, 4), k=None, v=(1, 6, 2, 5), i=(1, 6, 2), f=None, dtype=torch.float32):
@@ -240,21 +240,21 @@ def _inputs(q=(1, 6, 2, 4), k=None, v=(1, 6, 2, 5), i=(1, 6, 2), f=None, dtype=t
 @pytest.mark.parametrize(
     "inputs,kwargs,match",
     [
-        (_inputs(q=(6, 2, 4)), {}, r"q must be a 4-d tensor \(B, T, H, Dk\), got \(6, 2, 4\)"),
-        (_inputs(k=(1, 6, 2, 3)), {}, r"q and k must have the same shape"),
-        (_inputs(v=(1, 5, 2, 5)), {}, r"v must match q in \(B, T, H\)"),
+        (_inputs(q=(6, 2, 4)), {}, r"q must be a 4-d tensor \(B, T, H, Dk\), got shape \(6, 2, 4\)"),
+        (_inputs(k=(1, 6, 2, 3)), {}, r"k must be \(B, T, H, Dk\) = \(1, 6, 2, 4\)"),
+        (_inputs(v=(1, 5, 2, 5)), {}, r"v must be \(B, T, H, Dv\) = \(1, 6, 2, Dv\)"),
         (_inputs(i=(1, 6)), {}, r"i must be a 3-d tensor"),
-        (_inputs(f=(1, 6, 3)), {}, r"f must have shape \(B, T, H\) = \(1, 6, 2\), got \(1, 6, 3\)"),
-        (_inputs(dtype=torch.float64), {}, r"share one float dtype"),
-        (_inputs(dtype=torch.int64), {}, r"share one float dtype"),
+        (_inputs(f=(1, 6, 3)), {}, r"f must be \(B, T, H\) = \(1, 6, 2\), got \(1, 6, 3\)"),
+        (_inputs(dtype=torch.float64), {}, r"share one dtype"),
+        (_inputs(dtype=torch.int64), {}, r"q must be a floating-point tensor"),
         (_inputs(), {"chunk_size": 0}, r"chunk_size must be an integer >= 1, got 0"),
         (_inputs(), {"chunk_size": True}, r"chunk_size must be an integer"),
         (_inputs(), {"backend": "chunkwize"}, r"unknown mLSTM backend 'chunkwize'; did you mean 'chunkwise'\?"),
         (_inputs(), {"initial_state": torch.zeros(1, 2, 4, 5)}, r"initial_state must be an MLSTMState or a \(C, n, m\) tuple"),
         (_inputs(), {"initial_state": (torch.zeros(1, 2, 4, 4), torch.zeros(1, 2, 4), torch.zeros(1, 2))},
-         r"initial_state.C must be a float tensor of shape \(1, 2, 4, 5\)"),
+         r"initial_state.C must be \(B, H, Dk, Dv\) = \(1, 2, 4, 5\)"),
         (_inputs(), {"initial_state": (torch.zeros(1, 2, 4, 5), torch.zeros(1, 2, 4), torch.zeros(1, 2, 1))},
-         r"initial_state.m must be a float tensor of shape \(1, 2\)"),
+         r"initial_state.m must be a 2-d tensor \(B, H\)"),
     ],
 )
 def test_bad_inputs_raise_one_line_value_error(inputs, kwargs, match):

@@ -40,7 +40,7 @@ ALL_DTYPES = (torch.float64, torch.float32, torch.bfloat16, torch.float16)
 
 
 @given(case=mlstm_case(dtypes=ALL_DTYPES, max_length=150, **SMALL))
-def test_triton_matches_recurrent_outputs_states_and_gradients(case):
+def test_triton_matches_reference_outputs_states_and_gradients(case):
     check_against_truth("triton", *case, device=DEVICE)
 
 
@@ -100,12 +100,12 @@ def test_chunk_sizes_the_kernels_cannot_tile_are_rounded_not_refused(chunk_size)
     v = torch.randn(1, 40, 1, 6, generator=gen, dtype=torch.float64).to(DEVICE)
     i, f = (3 * torch.randn(1, 40, 1, generator=gen, dtype=torch.float64).to(DEVICE) for _ in range(2))
     got = mlstm(q, k, v, i, f, chunk_size=chunk_size, backend="triton")
-    assert_close(got, mlstm(q, k, v, i, f, backend="recurrent"), what=f"chunk_size {chunk_size}")
+    assert_close(got, mlstm(q, k, v, i, f, backend="reference"), what=f"chunk_size {chunk_size}")
 
 
 def test_auto_picks_triton_for_cuda_tensors_and_chunkwise_on_cpu():
     assert choose_mlstm_backend(torch.zeros(1, 4, 2, 8)) == "chunkwise"  # even under the interpreter
-    cuda_like = types.SimpleNamespace(is_cuda=True, device=torch.device("cuda"))
+    cuda_like = types.SimpleNamespace(is_cuda=True, device=torch.device("cuda"), shape=(1, 4, 2, 8))
     assert choose_mlstm_backend(cuda_like) == "triton"
     assert choose_mlstm_backend(cuda_like, "chunkwise") == "chunkwise"
     assert "triton" in BACKENDS

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from ..common import compute_dtype
 from .feature_map import features
 from .memory import Memory
 
@@ -37,7 +38,7 @@ def associative_update_reference(k: torch.Tensor, v: torch.Tensor, beta: torch.T
     (not differentiated); dA = sum_i beta_i phi(k_i) (x) (v_i - v_bar_i), dz = sum_i gamma_i phi(k_i).
     """
     batch, tokens, heads, _ = k.shape
-    dtype = torch.promote_types(k.dtype, torch.float32)
+    dtype = compute_dtype(k.dtype)
     delta_matrix, delta_normalizer = [], []
     for b in range(batch):
         for h in range(heads):

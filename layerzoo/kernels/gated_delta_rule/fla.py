@@ -11,7 +11,7 @@ import torch
 FLA_CHUNK_SIZES = (16, 32, 64)
 
 
-def fla_gated_delta_rule(
+def gated_delta_rule_fla(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,

@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from ...errors import unknown_name_message
+from ..common import check_tensors, choose_backend, empty_output, has_tokens
 from ..triton_support import require_triton, triton_can_run
 from .chunkwise import first_reachable_key, sliding_window_attention_chunkwise
 from .reference import sliding_window_attention_reference, sliding_window_mask
@@ -26,7 +26,8 @@ __all__ = [
     "sliding_window_mask",
 ]
 
-# Every backend: (q, k, v, window, scale) -> out, with validated inputs, window None or < Tk.
+# Every backend: (q, k, v, window, scale) -> out, with validated inputs, B, Tq >= 1, window None
+# or < Tk.
 Backend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "int | None", float], torch.Tensor]
 
 
@@ -144,28 +145,18 @@ def _check_window(window: int | None) -> None:
 
 
 def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    def fail(message: str):
-        raise ValueError(f"sliding_window_attention: {message}")
-
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 4:
-            shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-            fail(f"{name} must be a 4-d tensor (B, T, heads, head_dim), got {shape}")
-    if k.shape != v.shape:
-        fail(f"k and v must have the same shape, got k {tuple(k.shape)} and v {tuple(v.shape)}")
-    (batch, q_len, heads, dim), (k_batch, k_len, kv_heads, k_dim) = q.shape, k.shape
-    if batch != k_batch:
-        fail(f"q and k have different batch sizes ({batch} vs {k_batch})")
-    if dim != k_dim:
-        fail(f"q and k have different head dims ({dim} vs {k_dim})")
+    sizes = check_tensors("sliding_window_attention", {
+        "q": (q, "B Tq H D"), "k": (k, "B Tk Hkv D"), "v": (v, "B Tk Hkv D"),
+    }, same_dtype=("q", "k", "v"))
+    heads, kv_heads, q_len, k_len = sizes["H"], sizes["Hkv"], sizes["Tq"], sizes["Tk"]
     if kv_heads == 0 or heads % kv_heads:
-        fail(f"query heads ({heads}) must be a multiple of key/value heads ({kv_heads})")
+        raise ValueError(
+            f"sliding_window_attention: query heads ({heads}) must be a multiple of key/value heads ({kv_heads})"
+        )
     if k_len < q_len:
-        fail(f"fewer keys than queries ({k_len} < {q_len}); queries align to the last keys")
-    if not q.is_floating_point() or len({q.dtype, k.dtype, v.dtype}) > 1:
-        fail(f"q, k, v must share one float dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if len({q.device, k.device, v.device}) > 1:
-        fail(f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
+        raise ValueError(
+            f"sliding_window_attention: fewer keys than queries ({k_len} < {q_len}); queries align to the last keys"
+        )
 
 
 def choose_swa_backend(
@@ -180,17 +171,18 @@ def choose_swa_backend(
     Raises ValueError for an unknown name or a backend the device or dtype cannot run.
     """
     _check_window(window)
-    if backend != "auto" and backend not in BACKENDS:
-        known = [*BACKENDS, "auto"]
-        raise ValueError(unknown_name_message("sliding-window attention backend", backend, known))
-    if backend == "flex" and not q.is_cuda:
+    name = choose_backend("sliding-window attention backend", backend, BACKENDS, _fast_backend(q, k, window))
+    if name == "flex" and not q.is_cuda:
         raise ValueError(
             f"the 'flex' backend needs CUDA tensors, got {q.device}; use 'chunkwise' off CUDA"
         )
-    if backend == "triton":
+    if name == "triton":
         _check_triton(q)
-    if backend != "auto":
-        return backend
+    return name
+
+
+def _fast_backend(q: torch.Tensor, k: torch.Tensor, window: int | None) -> str:
+    """What "auto" runs; see choose_swa_backend."""
     if window is None or window >= k.shape[1]:
         return "sdpa"
     if q.is_cuda:
@@ -216,14 +208,15 @@ def sliding_window_attention(
     with p - window < s <= p: flash-attn's window_size=(window - 1, 0) with bottom-right causal.
     window=None (or window >= Tk) is full causal attention. scale defaults to D ** -0.5.
 
-    Returns (B, Tq, H, D) in q's dtype; bf16/fp16 softmax accumulates in fp32. Differentiable in
-    q, k and v on every backend. `backend` is "auto" (see choose_swa_backend) or a key of BACKENDS.
+    Returns (B, Tq, H, D) in q's dtype; bf16/fp16 softmax accumulates in fp32. Any B, Tq >= 0.
+    Differentiable in q, k and v on every backend. `backend` is "auto" (see choose_swa_backend)
+    or a key of BACKENDS.
     """
     _check_inputs(q, k, v)
     name = choose_swa_backend(q, k, window, backend)
     if window is not None and window >= k.shape[1]:
         window = None
-    if q.shape[1] == 0:
-        return torch.zeros_like(q)
+    if not has_tokens(q):
+        return empty_output(q, v.shape[-1])
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     return BACKENDS[name](q, k, v, window, scale)
