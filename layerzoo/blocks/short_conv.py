@@ -129,6 +129,8 @@ class ShortConvolution(nn.Module):
         """x: (B, T, channels), state: (B, width - 1, channels) or None -> (y, new_state)."""
         state = self.init_state(x.shape[0], x.dtype) if state is None else state.to(x.dtype)
         name = choose_conv_backend(x, self.width, self.backend)
+        if x.shape[1] == 0:  # nothing to convolve (the kernels need a window's worth): state unchanged
+            return x.new_zeros(x.shape), state
         return _IMPLEMENTATIONS[name](x, state, self.weight, self.bias, self.activation)
 
     def extra_repr(self) -> str:

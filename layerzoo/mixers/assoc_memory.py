@@ -110,7 +110,7 @@ class AssociativeMemory(Mixer):
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, width) -> (B, T, n_heads, width / n_heads)."""
-        return x.view(*x.shape[:2], self.n_heads, -1)
+        return x.unflatten(-1, (self.n_heads, -1))  # not view(..., -1): B or T may be 0
 
     def read(self, x: torch.Tensor, memory: Memory) -> torch.Tensor:
         """x: (B, T, d_model) -> what the memory returns for each token, (B, T, d_model) in x's dtype."""

@@ -4,14 +4,14 @@ Needs the `test` extra (hypothesis) for the strategies.
 """
 
 from .conformance import (
-    check_dtypes, check_gradients, check_mixer, check_reentrant, check_shapes, check_state_size,
-    check_streaming, make_mixer, prefill_then_decode, run_in_pieces, state_numel,
+    check_dtypes, check_empty_inputs, check_gradients, check_mixer, check_reentrant, check_shapes,
+    check_state_size, check_streaming, make_mixer, prefill_then_decode, run_in_pieces, state_numel,
 )
 from .strategies import mixer_inputs, mixer_specs, sequence_splits
 from .tolerances import TOLERANCES, assert_close, relative_rms_error
 
 __all__ = [
-    "TOLERANCES", "assert_close", "check_dtypes", "check_gradients", "check_mixer", "check_reentrant",
+    "TOLERANCES", "assert_close", "check_dtypes", "check_empty_inputs", "check_gradients", "check_mixer", "check_reentrant",
     "check_shapes", "check_state_size", "check_streaming", "make_mixer", "mixer_inputs", "mixer_specs",
     "prefill_then_decode", "relative_rms_error", "run_in_pieces", "sequence_splits", "state_numel",
 ]

@@ -77,6 +77,27 @@ def check_streaming(mixer: torch.nn.Module, x: torch.Tensor, pieces: list[int]) 
         raise AssertionError("streamed and one-call final states differ in size")
 
 
+def check_empty_inputs(mixer: torch.nn.Module, x: torch.Tensor) -> None:
+    """Calls without tokens work: T = 0 and B = 0 give empty outputs of the input's shape and dtype;
+    T = 0 passes a state on unchanged (continuing from it equals continuing from the state given)
+    and from no state gives the empty state; a batch of none holds no state elements."""
+    for empty in (x[:, :0], x[:0], x[:0, :0]):
+        y, state = mixer(empty, return_state=True)
+        if y.shape != empty.shape or y.dtype != x.dtype:
+            raise AssertionError(f"input {tuple(empty.shape)} gave output {tuple(y.shape)} {y.dtype}")
+        y, _ = mixer(empty, state=state, return_state=True)  # and the state it returned takes calls
+        if y.shape != empty.shape:
+            raise AssertionError(f"input {tuple(empty.shape)} after an empty call gave output {tuple(y.shape)}")
+    if state_numel(mixer(x[:0], return_state=True)[1]):
+        raise AssertionError("a batch of 0 sequences returned a state with elements")
+    half = max(x.shape[1] // 2, 1)
+    _, state = mixer(x[:, :half], return_state=True)
+    _, passed_on = mixer(x[:, :0], state=state, return_state=True)
+    assert_close(mixer(x, state=passed_on), mixer(x, state=state), x.dtype, what="continuing after an empty call")
+    _, empty_state = mixer(x[:, :0], return_state=True)
+    assert_close(mixer(x, state=empty_state), mixer(x), x.dtype, what="starting from the state of an empty call")
+
+
 def check_reentrant(mixer: torch.nn.Module, x: torch.Tensor) -> None:
     """A state is a value: using it twice gives the same output (nothing is updated in place)."""
     half = max(x.shape[1] // 2, 1)
@@ -135,6 +156,7 @@ def check_mixer(mixer: str | type, d_model: int = 32, batch: int = 2, length: in
     x = torch.randn(batch, length, d_model, generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
         check_shapes(module, x)
+        check_empty_inputs(module, x)
         check_streaming(module, x, pieces or [1, length // 2, length - length // 2 - 1])
         check_reentrant(module, x)
         check_state_size(module, x)
