@@ -91,7 +91,8 @@ def empty_output(x: torch.Tensor, width: int) -> torch.Tensor:
     return x.new_zeros(*x.shape[:3], width)
 
 
-def carried_state(state: Sequence[torch.Tensor] | None, shapes: Sequence[tuple[int, ...]], x: torch.Tensor) -> list[torch.Tensor]:
+def carried_state(state: Sequence[torch.Tensor] | None, shapes: Sequence[tuple[int, ...]],
+                  x: torch.Tensor) -> list[torch.Tensor]:
     """The final state of a call without tokens: the initial state's tensors in the compute dtype
     of x (an identity for autograd where they already are, so gradients pass through), or zeros
     of `shapes` (the empty state) when there is none."""

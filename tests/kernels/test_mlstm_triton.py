@@ -19,13 +19,14 @@ from unittest import mock
 import pytest
 import torch
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from layerzoo.kernels import MLSTMState, choose_mlstm_backend, mlstm
 from layerzoo.kernels.mlstm import BACKENDS, mlstm_triton
 from layerzoo.kernels.triton_support import triton_can_run
 from layerzoo.testing import assert_close
-from test_mlstm import check_against_truth, check_two_calls_equal_one, in_frame, mlstm_case
+
+from families import in_frame
+from test_mlstm import check_against_truth, mlstm_case
 
 # Where the kernels run: CPU under the interpreter, else CUDA.
 DEVICE = "cpu" if triton_can_run(torch.zeros(1)) else "cuda"
@@ -60,15 +61,6 @@ def test_head_dims_split_into_several_tiles(case):
     tiles = partial(mlstm_triton, block_k=16, block_v=16)
     with mock.patch.dict(BACKENDS, {"triton-16": tiles}):
         check_against_truth("triton-16", *case, device=DEVICE)
-
-
-@settings(max_examples=8)
-@given(case=mlstm_case(dtypes=(torch.float64,), max_length=150, **SMALL), data=st.data())
-def test_two_calls_with_the_state_carried_equal_one_call(case, data):
-    inputs, state, chunk_size = case
-    inputs = {name: t.to(DEVICE) for name, t in inputs.items()}
-    state = None if state is None else MLSTMState(*(t.to(DEVICE) for t in state))
-    check_two_calls_equal_one("triton", inputs, state, chunk_size, data.draw(st.integers(0, inputs["q"].shape[1])))
 
 
 def test_gradcheck_in_fp64_including_the_returned_stabiliser():
@@ -169,7 +161,7 @@ class TestOnCuda:
         state_leaves = MLSTMState(*(t.detach().clone().requires_grad_() for t in state))
         h, final = mlstm(**leaves, initial_state=state_leaves, output_final_state=True, backend=backend)
         m_frame = final.m.detach().double() if m_frame is None else m_frame
-        C, n = in_frame(final, m_frame)
+        C, n = in_frame(final, m_frame, torch.float64)
         gen = torch.Generator(device="cuda").manual_seed(1)
         loss = sum((t.double() * torch.randn(t.shape, generator=gen, device="cuda", dtype=torch.float64)).sum()
                    for t in (h, C, n))

@@ -20,6 +20,7 @@ from layerzoo.kernels import choose_swa_backend, sliding_window_attention
 from layerzoo.kernels.sliding_window import sliding_window_attention_reference, sliding_window_mask
 from layerzoo.kernels.triton_support import triton_can_run
 from layerzoo.testing.tolerances import assert_close
+
 from swa_block_ranges import first_visited_key, key_block_range, query_block_range
 
 pytestmark = pytest.mark.skipif(

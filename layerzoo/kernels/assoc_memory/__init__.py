@@ -86,7 +86,8 @@ def _check(op: str, layouts: dict, memory: Memory | None) -> dict[str, int]:
     if memory is not None and not isinstance(memory, Memory):
         raise ValueError(f"{op}: memory must be a Memory (matrix, normalizer), got {type(memory).__name__}")
     if memory is not None:
-        layouts = {**layouts, "memory.matrix": (memory.matrix, "B H F Dv"), "memory.normalizer": (memory.normalizer, "B H F")}
+        layouts = {**layouts, "memory.matrix": (memory.matrix, "B H F Dv"),
+                   "memory.normalizer": (memory.normalizer, "B H F")}
     sizes = check_tensors(op, layouts)
     if memory is not None and sizes["F"] != 2 * NU * sizes["d"]:
         raise ValueError(f"{op}: the memory's key width must be 2*{NU}*d = {2 * NU * sizes['d']}, got {sizes['F']}")

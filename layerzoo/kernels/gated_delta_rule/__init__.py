@@ -47,8 +47,8 @@ def choose_gated_delta_backend(q: torch.Tensor, backend: str = "auto", chunk_siz
     kernel applies (chunk_size 16, 32 or 64; not fp64), and "chunkwise" otherwise. Raises
     ValueError for an unknown name or a backend these inputs cannot run on.
     """
-    fla_runs = q.is_cuda and q.dtype != torch.float64 and chunk_size in FLA_CHUNK_SIZES
-    name = choose_backend("gated delta rule backend", backend, BACKENDS, "fla" if fla_runs else "chunkwise", length=q.shape[1])
+    fast = "fla" if q.is_cuda and q.dtype != torch.float64 and chunk_size in FLA_CHUNK_SIZES else "chunkwise"
+    name = choose_backend("gated delta rule backend", backend, BACKENDS, fast, length=q.shape[1])
     if name == "fla" and not q.is_cuda:
         raise ValueError(f"the 'fla' backend needs CUDA tensors, got {q.device}; use 'chunkwise' off CUDA")
     if name == "fla" and chunk_size not in FLA_CHUNK_SIZES:

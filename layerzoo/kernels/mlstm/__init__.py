@@ -110,7 +110,8 @@ def _check_inputs(q, k, v, i, f, initial_state, chunk_size) -> MLSTMState | None
     """One-line ValueErrors for inputs that do not fit; the initial state as an MLSTMState (or None)."""
     if initial_state is not None and not isinstance(initial_state, MLSTMState):
         if not isinstance(initial_state, (tuple, list)) or len(initial_state) != 3:
-            raise ValueError(f"mlstm: initial_state must be an MLSTMState or a (C, n, m) tuple, got {type(initial_state).__name__}")
+            kind = type(initial_state).__name__
+            raise ValueError(f"mlstm: initial_state must be an MLSTMState or a (C, n, m) tuple, got {kind}")
         initial_state = MLSTMState(*initial_state)
     C, n, m = (None, None, None) if initial_state is None else initial_state
     check_tensors("mlstm", {
