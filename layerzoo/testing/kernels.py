@@ -55,8 +55,7 @@ class KernelFamily:
     cases(batch, length, dtype): a hypothesis strategy of KernelCase with inputs of that size and
         dtype and a drawn state (never None) of that batch size.
     run(inputs, state, backend, options) -> (out (B, T, ...), final state): one streaming call,
-        starting from `state` (None: the empty state).
-    backends: the names `run` takes.
+        starting from `state` (None: the empty state), on the backend of that name.
     dtypes: the input dtypes the checks draw.
     comparable(state, like): the tensors by which `state` is compared with a state `like` it
         should equal (default: all of its tensors); e.g. mLSTM states, read in one stabiliser frame.
@@ -69,7 +68,6 @@ class KernelFamily:
     name: str
     cases: Callable[[int, int, torch.dtype], st.SearchStrategy[KernelCase]]
     run: Callable[[Inputs, Any, str, dict], tuple[torch.Tensor, Any]]
-    backends: Sequence[str]
     dtypes: Sequence[torch.dtype] = (torch.float32, torch.float64)
     comparable: Callable[[Any, Any], list[torch.Tensor]] = _all_tensors
     free_length: Sequence[str] = ()

@@ -16,12 +16,12 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from layerzoo.kernels import MLSTMState, gated_delta_rule, mlstm, sliding_window_attention
-from layerzoo.kernels.assoc_memory import NU, Memory, associative_read, associative_update, empty_memory
+from layerzoo.kernels.assoc_memory import NU, associative_read, associative_update, empty_memory
 from layerzoo.kernels.gated_delta_rule import native
 from layerzoo.kernels.triton_support import triton_can_run
 from layerzoo.testing import KernelCase, KernelFamily
 
-HALF = (torch.float32, torch.float64, torch.bfloat16)  # the input dtypes most checks draw
+DTYPES = (torch.float32, torch.float64, torch.bfloat16)  # the input dtypes the checks draw
 
 
 def generator(draw) -> torch.Generator:
@@ -58,8 +58,8 @@ def run_swa(inputs, state, backend, options):
 
 
 SLIDING_WINDOW = KernelFamily(
-    "sliding_window_attention", swa_cases, run_swa, ("reference", "chunkwise", "sdpa", "flex", "triton"),
-    dtypes=HALF, free_length=("q",), same_dtype=("q", "k", "v"), checked_state=None,
+    "sliding_window_attention", swa_cases, run_swa, dtypes=DTYPES, free_length=("q",), same_dtype=("q", "k", "v"),
+    checked_state=None,
 )
 
 
@@ -97,8 +97,8 @@ def in_frame(state: MLSTMState, m: torch.Tensor, dtype: torch.dtype | None = Non
 
 
 MLSTM = KernelFamily(
-    "mlstm", mlstm_cases, run_mlstm, ("reference", "chunkwise", "triton"), dtypes=HALF,
-    comparable=lambda state, like: in_frame(state, like.m.detach()), same_dtype=("q", "k", "v"),
+    "mlstm", mlstm_cases, run_mlstm, dtypes=DTYPES, comparable=lambda state, like: in_frame(state, like.m.detach()),
+    same_dtype=("q", "k", "v"),
 )
 
 
@@ -125,8 +125,7 @@ def run_gated_delta_rule(inputs, state, backend, options):
 
 
 GATED_DELTA_RULE = KernelFamily(
-    "gated_delta_rule", gated_delta_rule_cases, run_gated_delta_rule, ("reference", "chunkwise", "fla"), dtypes=HALF,
-    same_dtype=("q", "k", "v"),
+    "gated_delta_rule", gated_delta_rule_cases, run_gated_delta_rule, dtypes=DTYPES, same_dtype=("q", "k", "v"),
 )
 
 
@@ -161,12 +160,11 @@ def run_memory(inputs, state, backend, options):
     out = associative_read(inputs["q"], memory, normalize=options["normalize"], backend=backend)
     update = associative_update(inputs["k"], inputs["v"], inputs["beta"], memory, normalize=options["normalize"],
                                 backend=backend)
-    return out, (memory, Memory(*pending).plus(update))
+    return out, (memory, pending.plus(update))
 
 
 ASSOCIATIVE_MEMORY = KernelFamily(
-    "associative_memory", memory_cases, run_memory, ("reference", "vectorized"), free_length=("q",),
-    checked_state=lambda state: state[0],
+    "associative_memory", memory_cases, run_memory, free_length=("q",), checked_state=lambda state: state[0],
 )
 
 

@@ -6,6 +6,10 @@ family and backends there. Comparisons of fast kernels with the truth stay in ea
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -60,3 +64,13 @@ def test_bad_shapes_and_dtypes_get_one_line_errors(backend, data):
 @pytest.mark.parametrize("backend", TRITON_BACKENDS, ids=str)
 def test_triton_backends_pass_every_check_on_a_few_tokens(backend):
     check_kernel_family(backend.family, backend.name, backend.dtypes, max_batch=1, max_length=4, max_examples=3)
+
+
+def test_importing_layerzoo_imports_no_triton():
+    """Triton reads TRITON_INTERPRET when a kernel is decorated: every family's Triton kernels load
+    on first use, never with the package (its lazy triton/ folders included)."""
+    code = (
+        "import sys, layerzoo, layerzoo.kernels.sliding_window.triton, layerzoo.kernels.mlstm\n"
+        "assert 'triton' not in sys.modules, sorted(m for m in sys.modules if 'triton' in m)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=120)
