@@ -106,14 +106,14 @@ def sweep_best_times(args, backends: list[str], runners: Callable, matmul_size: 
     fp32 matmul GFLOP/s, all timed as cells of the same interleaved rounds.
 
     runners(args, backend, seq_len) -> {"forward": fn, "forward_backward": fn}. The step loop
-    ("recurrent") is skipped above args.recurrent_max_len. Returns ({(seq_len, backend):
+    ("reference") is skipped above args.reference_max_len. Returns ({(seq_len, backend):
     {"forward_s": s, "forward_backward_s": s} or None}, GFLOP/s).
     """
     matmul_fn, matmul_flops = matmul(args.device, matmul_size)
     cells = {"matmul": matmul_fn}
     for seq_len in args.seq_lens:
         for backend in backends:
-            if backend != "recurrent" or seq_len <= args.recurrent_max_len:
+            if backend != "reference" or seq_len <= args.reference_max_len:
                 for mode, fn in runners(args, backend, seq_len).items():
                     cells[seq_len, backend, mode] = fn
     for fn in [matmul_fn] + [fn for backend in backends for fn in runners(args, backend, args.chunk_size).values()]:

@@ -5,17 +5,16 @@
     python benchmarks/gated_deltanet.py --device cuda --dtype bf16     # adds fla's Triton kernel
 
 Prints a markdown table of the best forward and forward+backward times of each backend over
-rounds that run every cell once each (see common.interleaved_best_seconds): the recurrent step
-loop; chunkwise, compiled on CPU (cpu_forward.cpp, cpu_backward.cpp); on CPU `chunkwise_torch`,
-the same kernel in PyTorch (what runs where the compiled one cannot be built); `fla_naive`,
-flash-linear-attention's own PyTorch chunk reference, the peer; on CUDA fla's Triton kernel.
-Then the chunkwise throughput
-as a fraction of this machine's fp32 matmul rate (a cell of the same rounds), the chunkwise
-speedups at T = 4096, and how chunkwise time scales with T (a fitted exponent; 1 is linear). The
-step loop is skipped above --recurrent-max-len: it runs T Python steps, forward and backward, and
-would dominate the run. torch's default thread count (--threads to change it): the chunkwise
-kernel spreads heads (compiled) or batched matmuls (PyTorch) over every core, while the step
-loop, bound by per-op dispatch, does not care.
+rounds that run every cell once each (see common.interleaved_best_seconds): the step loop
+(backend "reference"); chunkwise, compiled on CPU (cpu_forward.cpp, cpu_backward.cpp); on CPU
+`chunkwise_torch`, the same kernel in PyTorch (what runs where the compiled one cannot be built);
+`fla_naive`, flash-linear-attention's own PyTorch chunk reference, the peer; on CUDA fla's Triton
+kernel. Then the chunkwise throughput as a fraction of this machine's fp32 matmul rate (a cell
+of the same rounds), the chunkwise speedups at T = 4096, and how chunkwise time scales with T (a
+fitted exponent; 1 is linear). The step loop is skipped above --reference-max-len: it runs T
+Python steps, forward and backward, and would dominate the run. torch's default thread count
+(--threads to change it): the chunkwise kernel spreads heads (compiled) or batched matmuls
+(PyTorch) over every core, while the step loop, bound by per-op dispatch, does not care.
 """
 
 from __future__ import annotations
@@ -31,11 +30,12 @@ from unittest import mock
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # layerzoo, and the peers the tests load too
 
 from layerzoo.kernels import gated_delta_rule  # noqa: E402
-from layerzoo.kernels.gated_delta_rule.fla import load_fla_naive  # noqa: E402
 from layerzoo.kernels.gated_delta_rule.native import load_native_ops  # noqa: E402
+from peers import load_fla_naive  # noqa: E402
 
 from common import (  # noqa: E402
     add_chunkwise_shape_arguments, markdown_table, scaling_exponent, sweep_best_times, sweep_parser,
@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice); 1 steadies "
                         "timings on a machine other jobs share, where idle-waiting threads stall each other")
-    parser.add_argument("--recurrent-max-len", type=int, default=4096, help="skip the step loop above this T")
+    parser.add_argument("--reference-max-len", type=int, default=4096, help="skip the step loop above this T")
     parser.add_argument("--reps", type=int, default=5, help="rounds of timed runs (the fastest counts)")
     parser.add_argument("--budget", type=float, default=10.0, help="a cell stops repeating after this many seconds")
     parser.add_argument("--json", type=Path, help="also write the results here")
@@ -146,7 +146,7 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    backends = ["recurrent", "chunkwise"] + (["fla"] if args.device.startswith("cuda") else ["chunkwise_torch"])
+    backends = ["reference", "chunkwise"] + (["fla"] if args.device.startswith("cuda") else ["chunkwise_torch"])
     backends += ["fla_naive"] if load_fla_naive() else []
     rows, peak = measure(args, backends)
     compiled = args.device == "cpu" and load_native_ops() is not None
@@ -156,7 +156,7 @@ def main() -> None:
     # how many times faster chunkwise is than each other CPU backend timed at T = SPEEDUP_AT
     speedups = summary[f"chunkwise_speedup_at_{SPEEDUP_AT}"] = {
         peer: {key[:-2]: at[peer][key] / at["chunkwise"][key] for key in ("forward_s", "forward_backward_s")}
-        for peer in ("recurrent", "chunkwise_torch", "fla_naive") if peer in at
+        for peer in ("reference", "chunkwise_torch", "fla_naive") if peer in at
     }
     if len(rows) > 1:
         for key in ("forward_s", "forward_backward_s"):
@@ -181,10 +181,10 @@ def main() -> None:
     if len(rows) > 1:
         print(f"- chunkwise time ~ T^p: p = {summary['chunkwise_forward_scaling_exponent']:.2f} forward, "
               f"{summary['chunkwise_forward_backward_scaling_exponent']:.2f} forward+backward (1 is linear)")
-    skipped = [r["seq_len"] for r in rows if "recurrent" not in r]
+    skipped = [r["seq_len"] for r in rows if "reference" not in r]
     if skipped:
-        print(f"- recurrent skipped at T = {', '.join(map(str, skipped))} (> --recurrent-max-len "
-              f"{args.recurrent_max_len}): T Python steps forward and backward, linear but slow")
+        print(f"- reference skipped at T = {', '.join(map(str, skipped))} (> --reference-max-len "
+              f"{args.reference_max_len}): T Python steps forward and backward, linear but slow")
     if args.json:
         config = {k: v for k, v in vars(args).items() if k != "json"}
         args.json.write_text(json.dumps({"config": config, "torch": torch.__version__, "rows": rows,

@@ -1,10 +1,10 @@
-"""mLSTM kernels: the recurrent step loop, layerzoo's chunkwise form and mlstm_kernels' chunkwise.
+"""mLSTM kernels: the step loop (backend "reference"), layerzoo's chunkwise form and mlstm_kernels' chunkwise.
 
     python benchmarks/mlstm.py                      # CPU, fp32, T = 1024 ... 16384, torch's threads
     python benchmarks/mlstm.py --seq-lens 4096 --json mlstm.json
 
 Prints a markdown table of the best forward and forward+backward time of each backend, the
-chunkwise/recurrent speedup, and the chunkwise kernel's achieved matmul GFLOP/s as a fraction of a
+chunkwise/reference speedup, and the chunkwise kernel's achieved matmul GFLOP/s as a fraction of a
 large torch.matmul measured in the same run. mlstm_kernels (NX-AI) runs when it is installed; it is
 not a layerzoo dependency. Each timed run backpropagates a dense random gradient of h.
 
@@ -102,7 +102,7 @@ def measure(args, backends: list[str]) -> tuple[list[dict], float]:
     for seq_len in args.seq_lens:
         row = {"seq_len": seq_len, **{backend: times[seq_len, backend] for backend in backends}}
         for key in ("forward", "forward_backward"):
-            row[f"speedup_{key}"] = row["recurrent"] and row["recurrent"][f"{key}_s"] / row["chunkwise"][f"{key}_s"]
+            row[f"speedup_{key}"] = row["reference"] and row["reference"][f"{key}_s"] / row["chunkwise"][f"{key}_s"]
         row["chunkwise_gflops"] = chunkwise_matmul_flops(args, seq_len) / row["chunkwise"]["forward_s"] / 1e9
         row["fraction_of_matmul"] = row["chunkwise_gflops"] / peak
         rows.append(row)
@@ -136,7 +136,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0,
                         help="intra-op threads (default 0: torch's default, as the Gated DeltaNet benchmark; the "
                         "chunkwise kernels' batched matmuls use every core, the step loop gains nothing from them)")
-    parser.add_argument("--recurrent-max-len", type=int, default=SPEEDUP_AT,
+    parser.add_argument("--reference-max-len", type=int, default=SPEEDUP_AT,
                         help="skip the step loop above this T (its backward takes ~2.5 ms per token)")
     parser.add_argument("--reps", type=int, default=7, help="rounds of timed runs (best of them)")
     parser.add_argument("--budget", type=float, default=10.0, help="a cell stops repeating after this many seconds")
@@ -150,7 +150,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    backends = ["recurrent", "chunkwise"] + (["mlstm_kernels"] if mlstm_chunkwise__native_autograd else [])
+    backends = ["reference", "chunkwise"] + (["mlstm_kernels"] if mlstm_chunkwise__native_autograd else [])
     rows, peak = measure(args, backends)
 
     seq_lens = [r["seq_len"] for r in rows]
@@ -159,7 +159,7 @@ def main() -> None:
         **{f"growth_exponent_{key}": scaling_exponent(seq_lens, [r["chunkwise"][f"{key}_s"] for r in rows])
            for key in ("forward", "forward_backward")},
         f"speedup_at_{SPEEDUP_AT}": next(
-            ({k: r[f"speedup_{k}"] for k in ("forward", "forward_backward")} for r in rows if r["seq_len"] == SPEEDUP_AT and r["recurrent"]),
+            ({k: r[f"speedup_{k}"] for k in ("forward", "forward_backward")} for r in rows if r["seq_len"] == SPEEDUP_AT and r["reference"]),
             None,
         ),
     }
@@ -167,7 +167,7 @@ def main() -> None:
     print(
         f"mLSTM, B={args.batch}, H={args.heads}, Dk={args.key_dim}, Dv={args.value_dim}, chunk {args.chunk_size}, "
         f"{args.dtype}, {args.device}, {torch.get_num_threads()} thread(s), freed memory {keep}; best of up to "
-        f"{args.reps} interleaved runs; speedup = recurrent / chunkwise; GFLOP/s = chunkwise forward matmul work / time"
+        f"{args.reps} interleaved runs; speedup = reference / chunkwise; GFLOP/s = chunkwise forward matmul work / time"
     )
     print()
     print(markdown(rows, backends))
@@ -180,9 +180,9 @@ def main() -> None:
     if summary["growth_exponent_forward"] is not None:
         print(f"chunkwise time ~ T^e with e = {summary['growth_exponent_forward']:.2f} (forward), "
               f"{summary['growth_exponent_forward_backward']:.2f} (forward+backward); 1.00 is linear")
-    skipped = [r["seq_len"] for r in rows if r["recurrent"] is None]
+    skipped = [r["seq_len"] for r in rows if r["reference"] is None]
     if skipped:
-        print(f"recurrent skipped at T = {', '.join(map(str, skipped))} (above --recurrent-max-len {args.recurrent_max_len})")
+        print(f"reference skipped at T = {', '.join(map(str, skipped))} (above --reference-max-len {args.reference_max_len})")
     if args.json:
         config = {k: v for k, v in vars(args).items() if k != "json"}
         args.json.write_text(json.dumps({"config": config, "torch": torch.__version__, "summary": summary, "rows": rows}, indent=2))

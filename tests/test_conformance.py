@@ -6,8 +6,8 @@ from hypothesis import given, strategies as st
 
 import layerzoo
 from layerzoo.testing import (
-    assert_close, check_dtypes, check_gradients, check_reentrant, check_shapes, check_state_size,
-    make_mixer, mixer_inputs, mixer_specs, run_in_pieces, sequence_splits,
+    assert_close, check_dtypes, check_empty_inputs, check_gradients, check_reentrant, check_shapes,
+    check_state_size, make_mixer, mixer_inputs, mixer_specs, run_in_pieces, sequence_splits,
 )
 
 MIXERS = layerzoo.list_mixers()
@@ -32,6 +32,7 @@ def test_contract(name, x):
     mixer = make_mixer(name, D_MODEL)
     with torch.no_grad():
         check_shapes(mixer, x)
+        check_empty_inputs(mixer, x)
         check_reentrant(mixer, x)
         check_state_size(mixer, x)
         check_dtypes(mixer, x)

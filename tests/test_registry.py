@@ -30,7 +30,10 @@ class Doubling(layerzoo.Mixer):
         previous = torch.zeros_like(x[:, :1]) if state is None or state.shape[1] == 0 else state.to(x.dtype)
         shifted = torch.cat((previous, x[:, :-1]), dim=1)
         y = self.scale * (x + shifted)
-        return (y, x[:, -1:].clone()) if return_state else y
+        if not return_state:
+            return y
+        kept = state if state is not None else self.init_state(x.shape[0])
+        return y, x[:, -1:].clone() if x.shape[1] else kept  # no token: the previous one stays
 
     def init_state(self, batch_size):
         return self.scale.new_zeros(batch_size, 0, self.d_model)

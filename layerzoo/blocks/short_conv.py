@@ -13,7 +13,6 @@ Three implementations of one operation, chosen per call:
 from __future__ import annotations
 
 import functools
-import importlib.util
 import math
 
 import torch
@@ -21,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import unknown_name_message
+from ..kernels.common import installed
 
 CONV_BACKENDS = ("torch", "fla", "causal_conv1d")
 ACTIVATIONS = ("silu", None)
@@ -86,7 +86,7 @@ def choose_conv_backend(x: torch.Tensor, width: int, backend: str = "auto") -> s
         raise ValueError(f"the {backend!r} short convolution backend needs CUDA tensors, got {x.device}")
     if backend == "causal_conv1d" and _dao_causal_conv1d() is None:
         raise ValueError("the 'causal_conv1d' backend needs the causal-conv1d package (pip install 'layerzoo[cuda]')")
-    if backend == "fla" and not _fla_installed():
+    if backend == "fla" and not installed("fla"):
         raise ValueError("the 'fla' short convolution backend needs flash-linear-attention (pip install 'layerzoo[cuda]')")
     if backend != "auto":
         return backend
@@ -94,12 +94,8 @@ def choose_conv_backend(x: torch.Tensor, width: int, backend: str = "auto") -> s
         return "torch"
     if 2 <= width <= 4 and _dao_causal_conv1d() is not None:
         return "causal_conv1d"
-    return "fla" if _fla_installed() else "torch"
+    return "fla" if installed("fla") else "torch"
 
-
-@functools.cache
-def _fla_installed() -> bool:
-    return importlib.util.find_spec("fla") is not None
 
 
 class ShortConvolution(nn.Module):
@@ -139,6 +135,8 @@ class ShortConvolution(nn.Module):
         """x: (B, T, channels), state: (B, width - 1, channels) or None -> (y, new_state)."""
         state = self.init_state(x.shape[0], x.dtype) if state is None else state.to(x.dtype)
         name = choose_conv_backend(x, self.width, self.backend)
+        if x.shape[1] == 0:  # nothing to convolve (the kernels need a window's worth): state unchanged
+            return x.new_zeros(x.shape), state
         return _IMPLEMENTATIONS[name](x, state, self.weight, self.bias, self.activation)
 
     def extra_repr(self) -> str:

@@ -23,10 +23,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..kernels.assoc_memory import NU, Memory, associative_read, associative_update, empty_memory
-from ..kernels.assoc_memory import READ_BACKENDS as BACKENDS  # MERGE: the kernel family will export BACKENDS
-from ..registry import register_mixer
 from ..errors import OptionError
+from ..kernels.assoc_memory import BACKENDS, NU, Memory, associative_read, associative_update, empty_memory
+from ..registry import register_mixer
 from .base import Mixer, check_backend
 
 @dataclass
@@ -109,7 +108,7 @@ class AssociativeMemory(Mixer):
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         """(B, T, width) -> (B, T, n_heads, width / n_heads)."""
-        return x.view(*x.shape[:2], self.n_heads, -1)
+        return x.unflatten(-1, (self.n_heads, -1))  # not view(..., -1): B or T may be 0
 
     def read(self, x: torch.Tensor, memory: Memory) -> torch.Tensor:
         """x: (B, T, d_model) -> what the memory returns for each token, (B, T, d_model) in x's dtype."""

@@ -19,9 +19,9 @@ from torch import nn
 
 from ..blocks.norms import RMSNorm
 from ..blocks.short_conv import ShortConvolution
+from ..errors import OptionError
 from ..kernels.gated_delta_rule import BACKENDS, gated_delta_rule
 from ..registry import register_mixer
-from ..errors import OptionError
 from .base import Mixer, check_backend
 
 

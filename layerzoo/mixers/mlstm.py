@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..kernels.mlstm import BACKENDS, MLSTMState, mlstm
-from ..kernels.mlstm.reference import compute_dtype
-from ..registry import register_mixer
 from ..errors import OptionError
+from ..kernels.common import compute_dtype
+from ..kernels.mlstm import BACKENDS, MLSTMState, mlstm
+from ..registry import register_mixer
 from .base import Mixer, check_backend
 
 
@@ -26,7 +26,8 @@ class MLSTM(Mixer):
     only), times sigmoid(output gate), then projected back to d_model.
 
     The streaming state is an MLSTMState (C, n, m) in fp32, constant in size: pieces of several
-    tokens run the chunkwise kernel from the carried state, single tokens one recurrent step.
+    tokens run the chunkwise kernel from the carried state, single tokens (with backend "auto")
+    one step of the reference loop.
     Init follows xLSTM-7B: gate weights zero, forget-gate bias linspace(3, 6) over heads (slow to
     forget), input-gate bias -10 (small writes until trained).
     """
@@ -85,19 +86,17 @@ class MLSTM(Mixer):
             raise OptionError("norm_eps", f"norm_eps must be positive, got {norm_eps}")
 
     def forward(self, x: torch.Tensor, state: MLSTMState | None = None, return_state: bool = False):
-        batch, length, _ = x.shape
         q, k, v, output_gate = self.in_proj(x).split(self.widths, dim=-1)
         q = q.unflatten(-1, (self.n_heads, self.key_dim))
         k = k.unflatten(-1, (self.n_heads, self.key_dim))
         v = v.unflatten(-1, (self.n_heads, self.value_dim))
         input_gate, forget_gate = self.gate_preactivations(x)
-        # A single token (decoding) is one recurrent step, the least work for T = 1.
         h, new_state = mlstm(
             q, k, v, input_gate, forget_gate,
             initial_state=state,
             output_final_state=True,
             chunk_size=self.chunk_size,
-            backend="recurrent" if length == 1 else self.backend,
+            backend=self.backend,
         )
         h = F.layer_norm(h.float(), (self.value_dim,), eps=self.norm_eps) * self.norm_weight.float()
         h = h.flatten(-2) * torch.sigmoid(output_gate.float())

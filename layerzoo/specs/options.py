@@ -41,7 +41,7 @@ def check_type(value: Any, annotation: Any) -> tuple[bool, Any]:
 
 
 def type_name(annotation: Any) -> str:
-    """'int or None', 'float', 'one of auto, blocked'."""
+    """'int or None', 'float', 'one of auto, chunkwise'."""
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         return " or ".join(type_name(option) for option in typing.get_args(annotation))

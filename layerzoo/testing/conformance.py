@@ -8,13 +8,13 @@ Run them on your own mixer after registering it::
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Iterable
 
 import torch
 
 from ..registry import get_mixer
 from .tolerances import assert_close
+from .trees import tensors_in
 
 
 def make_mixer(mixer: str | type, d_model: int = 32, seed: int = 0, **options: Any) -> torch.nn.Module:
@@ -28,15 +28,7 @@ def make_mixer(mixer: str | type, d_model: int = 32, seed: int = 0, **options: A
 
 def state_numel(state: Any) -> int:
     """Total elements of all tensors in a state (dataclass, tuple, list or dict of tensors)."""
-    if isinstance(state, torch.Tensor):
-        return state.numel()
-    if dataclasses.is_dataclass(state):
-        return sum(state_numel(getattr(state, field.name)) for field in dataclasses.fields(state))
-    if isinstance(state, (list, tuple)):
-        return sum(state_numel(item) for item in state)
-    if isinstance(state, dict):
-        return sum(state_numel(item) for item in state.values())
-    return 0
+    return sum(t.numel() for t in tensors_in(state))
 
 
 def run_in_pieces(mixer: torch.nn.Module, x: torch.Tensor, pieces: Iterable[int], state: Any = None):
@@ -75,6 +67,28 @@ def check_streaming(mixer: torch.nn.Module, x: torch.Tensor, pieces: list[int]) 
     assert_close(from_init, full, x.dtype, what="output from init_state()")
     if state_numel(streamed_state) != state_numel(full_state):
         raise AssertionError("streamed and one-call final states differ in size")
+
+
+def check_empty_inputs(mixer: torch.nn.Module, x: torch.Tensor) -> None:
+    """Calls without tokens work: T = 0 and B = 0 give empty outputs of the input's shape and dtype;
+    T = 0 passes a state on unchanged (continuing from it equals continuing from the state given)
+    and from no state gives the empty state; a batch of none holds no state elements."""
+    for empty in (x[:, :0], x[:0], x[:0, :0]):
+        y, state = mixer(empty, return_state=True)
+        if y.shape != empty.shape or y.dtype != x.dtype:
+            raise AssertionError(f"input {tuple(empty.shape)} gave output {tuple(y.shape)} {y.dtype}")
+        if not empty.shape[0] and state_numel(state):
+            raise AssertionError("a batch of 0 sequences returned a state with elements")
+        y, _ = mixer(empty, state=state, return_state=True)  # and the state it returned takes calls
+        if y.shape != empty.shape:
+            raise AssertionError(f"input {tuple(empty.shape)} after an empty call gave output {tuple(y.shape)}")
+    half = max(x.shape[1] // 2, 1)
+    head, tail = x[:, :half], x[:, half:]
+    _, state = mixer(head, return_state=True)
+    _, passed_on = mixer(x[:, :0], state=state, return_state=True)
+    assert_close(mixer(tail, state=passed_on), mixer(tail, state=state), x.dtype, what="continuing after an empty call")
+    _, empty_state = mixer(x[:, :0], return_state=True)
+    assert_close(mixer(head, state=empty_state), mixer(head), x.dtype, what="starting from the state of an empty call")
 
 
 def check_reentrant(mixer: torch.nn.Module, x: torch.Tensor) -> None:
@@ -135,6 +149,7 @@ def check_mixer(mixer: str | type, d_model: int = 32, batch: int = 2, length: in
     x = torch.randn(batch, length, d_model, generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():
         check_shapes(module, x)
+        check_empty_inputs(module, x)
         check_streaming(module, x, pieces or [1, length // 2, length - length // 2 - 1])
         check_reentrant(module, x)
         check_state_size(module, x)

@@ -72,6 +72,15 @@ def test_gradients_match_the_reference():
         assert_close(got, want, what=f"d{name}")
 
 
+@pytest.mark.parametrize("batch,length", [(2, 0), (0, 5), (0, 0)])
+def test_no_tokens_give_an_empty_output_and_keep_the_state(batch, length):
+    conv = ShortConvolution(4, 3)
+    state = torch.randn(batch, 2, 4)
+    y, new_state = conv(torch.randn(batch, length, 4), state)
+    assert y.shape == (batch, length, 4)
+    torch.testing.assert_close(new_state, state)
+
+
 def test_the_returned_state_does_not_alias_the_input():
     conv = ShortConvolution(4, 3)
     x = torch.randn(1, 1000, 4)

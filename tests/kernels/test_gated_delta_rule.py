@@ -1,13 +1,14 @@
-"""Gated delta rule kernel: chunkwise (and fla on CUDA) against the recurrent reference."""
+"""Gated delta rule kernel: chunkwise (and fla on CUDA) against the step-loop reference.
+
+The kernel contract (streaming, empty inputs, layouts, gradients, bad inputs) is checked by
+test_kernel_conformance.py.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
-import os
 import shutil
-from unittest import mock
 
 import pytest
 import torch
@@ -18,8 +19,10 @@ from hypothesis import strategies as st
 from layerzoo.kernels import choose_gated_delta_backend, gated_delta_rule, gated_delta_rule_reference
 from layerzoo.kernels.gated_delta_rule import chunkwise as chunkwise_module
 from layerzoo.kernels.gated_delta_rule import native
-from layerzoo.kernels.gated_delta_rule.fla import load_fla_naive
 from layerzoo.testing import assert_close
+
+from families import compiled_gated_delta_rule, gated_delta_rule_cpu_kernels
+from peers import load_fla_naive
 
 # How the log decay g and the write strength beta are drawn: typical values and the extremes
 # where exp underflows, nothing decays, nothing is written or everything is overwritten.
@@ -108,21 +111,6 @@ def seeded_like(t: torch.Tensor, seed: int) -> torch.Tensor:
 CPU_KERNELS = ("compiled", "pytorch")
 
 
-def compiled_ops():
-    ops = native.load_native_ops()
-    if ops is None:
-        pytest.fail("the compiled CPU kernels did not build (see the warning logged above)")
-    return ops
-
-
-@contextlib.contextmanager
-def cpu_kernels(kind: str):
-    if kind == "compiled":
-        compiled_ops()
-    with mock.patch.dict(os.environ, {"LAYERZOO_NATIVE": "1" if kind == "compiled" else "0"}):
-        yield
-
-
 @pytest.mark.parametrize("cpu", CPU_KERNELS)
 @given(case=delta_rule_case())
 def test_chunkwise_matches_reference_outputs_states_and_gradients(cpu, case):
@@ -139,7 +127,7 @@ def test_chunkwise_matches_reference_outputs_states_and_gradients(cpu, case):
     def truth(**leaves):
         return reference_fp64(kwargs["scale"], **leaves)
 
-    with cpu_kernels(cpu):
+    with gated_delta_rule_cpu_kernels(cpu):
         out, state, grads = run_with_grads(chunkwise, inputs, grad_out, grad_state)
     # The kernel sees the output's gradient rounded to the output's dtype (bf16 for bf16 inputs);
     # so does the truth: where a gradient cancels (dg of one token sums K * V terms of both signs)
@@ -173,7 +161,7 @@ def test_gradcheck_chunkwise_in_fp64(g_regime, cpu):
     def fn(q, k, v, g, beta, state):
         return gated_delta_rule(q, k, v, g, beta, initial_state=state, output_final_state=True, chunk_size=2, backend="chunkwise")
 
-    with cpu_kernels(cpu):
+    with gated_delta_rule_cpu_kernels(cpu):
         assert torch.autograd.gradcheck(fn, inputs)
 
 
@@ -223,7 +211,7 @@ def test_compiled_kernels_agree_with_the_pytorch_ones_step_by_step(case, layout)
     same output and final state; the two backwards give the same gradients from one workspace;
     whatever the memory layout of the inputs and of the output's gradient (the compiled kernels
     read them with their strides)."""
-    ops = compiled_ops()
+    ops = compiled_gated_delta_rule()
     inputs, kwargs = case
     names = ("q", "k", "v", "g", "beta")
     q, k, v, g, beta = primals = [relayout(inputs[name], layout) for name in names]
@@ -324,33 +312,17 @@ def test_extreme_gates_stay_finite_and_agree(g_regime, beta_regime, cpu):
     }
     grad_out, grad_state = seeded_like(inputs["v"], 1), seeded_like(inputs["initial_state"], 2)
     expected_out, expected_state, expected_grads = run_with_grads(reference_fp64, inputs, grad_out.double(), grad_state.double())
-    for backend in ("recurrent", "chunkwise"):
+    for backend in ("reference", "chunkwise"):
 
         def kernel(**leaves):
             return gated_delta_rule(**leaves, output_final_state=True, chunk_size=16, backend=backend)
 
-        with cpu_kernels(cpu):
+        with gated_delta_rule_cpu_kernels(cpu):
             out, state, grads = run_with_grads(kernel, inputs, grad_out, grad_state)
         assert_close(out, expected_out, torch.float32, what=f"{backend} output")
         assert_close(state, expected_state, torch.float32, what=f"{backend} final state")
         for name, grad in grads.items():  # assert_close also fails on NaN or Inf
             assert_close(grad, expected_grads[name], torch.float32, what=f"{backend} d{name}", scale=10)
-
-
-@given(case=delta_rule_case(dtypes=(torch.float32,), max_length=150), data=st.data())
-def test_two_calls_with_the_state_carried_equal_one_call(case, data):
-    inputs, kwargs = case
-    backend = data.draw(st.sampled_from(["recurrent", "chunkwise", "auto"]))
-    length = inputs["q"].shape[1]
-    split = data.draw(st.integers(0, length))
-    full, full_state = gated_delta_rule(**inputs, **kwargs, output_final_state=True, backend=backend)
-    head = {name: t[:, :split] for name, t in inputs.items() if name != "initial_state"}
-    tail = {name: t[:, split:] for name, t in inputs.items() if name != "initial_state"}
-    first, state = gated_delta_rule(**head, **kwargs, initial_state=inputs.get("initial_state"),
-                                    output_final_state=True, backend=backend)
-    second, final_state = gated_delta_rule(**tail, **kwargs, initial_state=state, output_final_state=True, backend=backend)
-    assert_close(torch.cat((first, second), dim=1), full, what=f"output split at {split} of {length}", scale=10)
-    assert_close(final_state, full_state, what="final state", scale=10)
 
 
 @given(case=delta_rule_case(dtypes=(torch.float32,), max_length=80))
@@ -385,54 +357,31 @@ def test_bf16_inputs_give_bf16_output_and_fp32_state():
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 20, 2, 8, generator=gen).bfloat16() for _ in range(3))
     g, beta = -torch.rand(2, 20, 2, generator=gen), torch.rand(2, 20, 2, generator=gen)
-    for backend in ("recurrent", "chunkwise"):
+    for backend in ("reference", "chunkwise"):
         out, state = gated_delta_rule(q, k, v, g, beta, output_final_state=True, backend=backend)
         assert out.dtype == torch.bfloat16 and state.dtype == torch.float32
     assert not isinstance(gated_delta_rule(q, k, v, g, beta), tuple)
 
 
-def test_empty_sequence_returns_the_initial_state():
-    q = torch.zeros(2, 0, 3, 4)
-    v, g = torch.zeros(2, 0, 3, 5), torch.zeros(2, 0, 3)
-    initial = torch.randn(2, 3, 4, 5)
-    out, state = gated_delta_rule(q, q, v, g, g, initial_state=initial, output_final_state=True)
-    assert out.shape == (2, 0, 3, 5)
-    torch.testing.assert_close(state, initial)
-    _, empty = gated_delta_rule(q, q, v, g, g, output_final_state=True)
-    assert empty.shape == (2, 3, 4, 5) and not empty.any()
-
-
 def test_choose_backend_on_cpu():
     q = torch.zeros(1, 16, 2, 8)
     assert choose_gated_delta_backend(q) == "chunkwise"
-    assert choose_gated_delta_backend(q[:, :1]) == "recurrent"  # one step: decoding
-    assert choose_gated_delta_backend(q, "recurrent") == "recurrent"
-
-
-def _inputs(**shapes):
-    shapes = {"q": (1, 6, 2, 8), "k": (1, 6, 2, 8), "v": (1, 6, 2, 4), "g": (1, 6, 2), "beta": (1, 6, 2), **shapes}
-    return {name: torch.zeros(shape) for name, shape in shapes.items()}
+    assert choose_gated_delta_backend(q[:, :1]) == "reference"  # one step: decoding
+    assert choose_gated_delta_backend(q, "reference") == "reference"
 
 
 @pytest.mark.parametrize(
-    "inputs,kwargs,match",
+    "kwargs,match",
     [
-        (_inputs(q=(6, 2, 8)), {}, r"q must be a 4-d tensor \(B, T, H, D\)"),
-        (_inputs(g=(1, 6, 2, 1)), {}, r"g must be a 3-d tensor \(B, T, H\)"),
-        (_inputs(k=(1, 6, 2, 4)), {}, r"q and k must have the same shape"),
-        (_inputs(v=(1, 5, 2, 4)), {}, r"v must be \(B, T, H, V\)"),
-        (_inputs(beta=(1, 6, 3)), {}, r"beta must be \(B, T, H\) = \(1, 6, 2\)"),
-        (_inputs(), {"initial_state": torch.zeros(1, 2, 4, 8)}, r"initial_state must be \(B, H, K, V\) = \(1, 2, 8, 4\)"),
-        ({**_inputs(), "v": torch.zeros(1, 6, 2, 4, dtype=torch.float64)}, {}, r"share one dtype"),
-        ({**_inputs(), "q": torch.zeros(1, 6, 2, 8, dtype=torch.long)}, {}, r"q must be a float tensor"),
-        (_inputs(), {"chunk_size": 0}, r"chunk_size must be an int >= 1, got 0"),
-        (_inputs(), {"backend": "chunkwize"}, r"unknown gated delta rule backend 'chunkwize'; did you mean 'chunkwise'\?"),
-        (_inputs(), {"backend": "fla"}, r"'fla' backend needs CUDA tensors"),
+        ({"chunk_size": 0}, r"chunk_size must be an integer >= 1, got 0"),
+        ({"backend": "chunkwize"}, r"unknown gated delta rule backend 'chunkwize'; did you mean 'chunkwise'\?"),
+        ({"backend": "fla"}, r"'fla' backend needs CUDA tensors"),
     ],
 )
-def test_bad_inputs_raise_one_line_value_error(inputs, kwargs, match):
+def test_arguments_particular_to_the_gated_delta_rule_get_one_line_errors(kwargs, match):
+    q, v, gate = torch.zeros(1, 6, 2, 8), torch.zeros(1, 6, 2, 4), torch.zeros(1, 6, 2)
     with pytest.raises(ValueError, match=match) as info:
-        gated_delta_rule(**inputs, **kwargs)
+        gated_delta_rule(q, q, v, gate, gate, **kwargs)
     assert "\n" not in str(info.value)
 
 

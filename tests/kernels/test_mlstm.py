@@ -1,4 +1,7 @@
-"""mLSTM kernel: chunkwise against the recurrent step loop, plus mlstm_kernels and input checks.
+"""mLSTM kernel: chunkwise against the reference step loop, plus mlstm_kernels.
+
+The kernel contract (streaming, empty inputs, layouts, gradients, bad inputs) is checked by
+test_kernel_conformance.py.
 
 The truth is the step loop in fp64 on the very same (possibly bf16-rounded) inputs. In fp64, q and
 k take any sign and the match must be exact to rounding. h divides by max(|q . n|, exp(-m)), which
@@ -19,6 +22,8 @@ from layerzoo.kernels.mlstm import BACKENDS
 from layerzoo.kernels.triton_support import triton_can_run
 from layerzoo.testing import assert_close
 from layerzoo.testing.tolerances import rms
+
+from families import in_frame
 
 try:  # not a dependency: the cross-check runs where NX-AI's package is installed
     from mlstm_kernels.torch.recurrent.native_sequence import mlstm_recurrent_sequence__native_fw
@@ -83,17 +88,11 @@ def run(backend: str, inputs: dict, state: MLSTMState | None, chunk_size: int, t
     return h, final, leaves, state_leaves
 
 
-def in_frame(state: MLSTMState, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(C, n) rescaled to the stabiliser m: C exp(state.m - m), n exp(state.m - m)."""
-    factor = torch.exp(state.m.double() - m.to(state.m.device))
-    return state.C.double() * factor[..., None, None], state.n.double() * factor[..., None]
-
-
 def outputs_and_gradients(backend, inputs, state, chunk_size, to=None, m_truth=None):
     """{name: tensor} of h, the final (C, n) in the truth's frame, and every input's gradient."""
     h, final, leaves, state_leaves = run(backend, inputs, state, chunk_size, to)
     m_truth = final.m.detach().double() if m_truth is None else m_truth
-    C, n = in_frame(final, m_truth)
+    C, n = in_frame(final, m_truth, torch.float64)
     gen = torch.Generator().manual_seed(1)
     weights = (torch.randn(t.shape, generator=gen, dtype=torch.float64).to(t.device) for t in (h, C, n))
     loss = sum((t * w).sum() for t, w in zip((h.double(), C, n), weights))
@@ -110,7 +109,7 @@ def check_against_truth(backend, inputs, state, chunk_size, device=None):
     The truth runs where the inputs are; the backend on `device` (default: there too).
     """
     dtype = inputs["q"].dtype
-    truth, m_truth = outputs_and_gradients("recurrent", inputs, state, chunk_size, to=torch.float64)
+    truth, m_truth = outputs_and_gradients("reference", inputs, state, chunk_size, to=torch.float64)
     if device is not None:
         inputs = {name: t.to(device) for name, t in inputs.items()}
         state = None if state is None else MLSTMState(*(t.to(device) for t in state))
@@ -135,7 +134,7 @@ def check_chunkwise_against_truth(inputs, state, chunk_size):
 
 
 @given(case=mlstm_case())
-def test_chunkwise_matches_recurrent_outputs_states_and_gradients(case):
+def test_chunkwise_matches_reference_outputs_states_and_gradients(case):
     check_chunkwise_against_truth(*case)
 
 
@@ -143,26 +142,6 @@ def test_chunkwise_matches_recurrent_outputs_states_and_gradients(case):
 def test_extreme_gates_stay_finite_and_agree(case):
     """Forget gates near 0 and 1, input gates exp(+-30): no overflow, and still the same function."""
     check_chunkwise_against_truth(*case)  # assert_close also fails on NaN or Inf
-
-
-@given(case=mlstm_case(dtypes=(torch.float64,), max_length=150), data=st.data())
-def test_two_calls_with_the_state_carried_equal_one_call(case, data):
-    inputs, state, chunk_size = case
-    backend = data.draw(st.sampled_from(["recurrent", "chunkwise"]))
-    check_two_calls_equal_one(backend, inputs, state, chunk_size, data.draw(st.integers(0, inputs["q"].shape[1])))
-
-
-def check_two_calls_equal_one(backend: str, inputs: dict, state: MLSTMState | None, chunk_size: int, split: int):
-    """The sequence cut at `split`, the second call starting from the first's final state, equals
-    one call: outputs, and the final state read in one stabiliser frame."""
-    length = inputs["q"].shape[1]
-    kwargs = {"output_final_state": True, "chunk_size": chunk_size, "backend": backend}
-    full, full_state = mlstm(**inputs, initial_state=state, **kwargs)
-    first, middle = mlstm(**{n: t[:, :split] for n, t in inputs.items()}, initial_state=state, **kwargs)
-    second, final = mlstm(**{n: t[:, split:] for n, t in inputs.items()}, initial_state=middle, **kwargs)
-    assert_close(torch.cat((first, second), dim=1), full, what=f"output split at {split} of {length}")
-    for got, want in zip(in_frame(final, full_state.m), in_frame(full_state, full_state.m)):
-        assert_close(got, want, what=f"final state split at {split} of {length}")
 
 
 def test_gradcheck_chunkwise_in_fp64():
@@ -215,49 +194,29 @@ def test_dtypes_state_type_and_return_forms():
     assert fp64_state.C.dtype == torch.float64
 
 
-def test_empty_sequence_returns_empty_output_and_the_initial_state():
-    q, v = torch.zeros(2, 0, 3, 4), torch.zeros(2, 0, 3, 5)
-    gates = torch.zeros(2, 0, 3)
-    state = MLSTMState(torch.randn(2, 3, 4, 5), torch.randn(2, 3, 4), torch.randn(2, 3))
-    h, same = mlstm(q, q, v, gates, gates, initial_state=state, output_final_state=True)
-    assert h.shape == (2, 0, 3, 5)
-    assert all(torch.equal(a, b) for a, b in zip(same, state))
-    _, empty = mlstm(q, q, v, gates, gates, output_final_state=True)
-    assert all(not t.any() for t in empty)
-
-
 def test_choose_backend():
     q = torch.zeros(1, 4, 2, 8)
     assert choose_mlstm_backend(q) == "chunkwise"
-    assert choose_mlstm_backend(q, "recurrent") == "recurrent"
-    assert set(BACKENDS) >= {"recurrent", "chunkwise"}
+    assert choose_mlstm_backend(q[:, :1]) == "reference"  # one step: decoding
+    assert choose_mlstm_backend(q[:, :1], "chunkwise") == "chunkwise"
+    assert choose_mlstm_backend(q, "reference") == "reference"
+    assert set(BACKENDS) >= {"reference", "chunkwise"}
 
 
-def _inputs(q=(1, 6, 2, 4), k=None, v=(1, 6, 2, 5), i=(1, 6, 2), f=None, dtype=torch.float32):
-    return (torch.zeros(q, dtype=dtype), torch.zeros(k or q), torch.zeros(v), torch.zeros(i), torch.zeros(f or i))
+def _inputs():
+    return torch.zeros(1, 6, 2, 4), torch.zeros(1, 6, 2, 4), torch.zeros(1, 6, 2, 5), torch.zeros(1, 6, 2), torch.zeros(1, 6, 2)
 
 
 @pytest.mark.parametrize(
-    "inputs,kwargs,match",
+    "kwargs,match",
     [
-        (_inputs(q=(6, 2, 4)), {}, r"q must be a 4-d tensor \(B, T, H, Dk\), got \(6, 2, 4\)"),
-        (_inputs(k=(1, 6, 2, 3)), {}, r"q and k must have the same shape"),
-        (_inputs(v=(1, 5, 2, 5)), {}, r"v must match q in \(B, T, H\)"),
-        (_inputs(i=(1, 6)), {}, r"i must be a 3-d tensor"),
-        (_inputs(f=(1, 6, 3)), {}, r"f must have shape \(B, T, H\) = \(1, 6, 2\), got \(1, 6, 3\)"),
-        (_inputs(dtype=torch.float64), {}, r"share one float dtype"),
-        (_inputs(dtype=torch.int64), {}, r"share one float dtype"),
-        (_inputs(), {"chunk_size": 0}, r"chunk_size must be an integer >= 1, got 0"),
-        (_inputs(), {"chunk_size": True}, r"chunk_size must be an integer"),
-        (_inputs(), {"backend": "chunkwize"}, r"unknown mLSTM backend 'chunkwize'; did you mean 'chunkwise'\?"),
-        (_inputs(), {"initial_state": torch.zeros(1, 2, 4, 5)}, r"initial_state must be an MLSTMState or a \(C, n, m\) tuple"),
-        (_inputs(), {"initial_state": (torch.zeros(1, 2, 4, 4), torch.zeros(1, 2, 4), torch.zeros(1, 2))},
-         r"initial_state.C must be a float tensor of shape \(1, 2, 4, 5\)"),
-        (_inputs(), {"initial_state": (torch.zeros(1, 2, 4, 5), torch.zeros(1, 2, 4), torch.zeros(1, 2, 1))},
-         r"initial_state.m must be a float tensor of shape \(1, 2\)"),
+        ({"chunk_size": 0}, r"chunk_size must be an integer >= 1, got 0"),
+        ({"chunk_size": True}, r"chunk_size must be an integer"),
+        ({"backend": "chunkwize"}, r"unknown mLSTM backend 'chunkwize'; did you mean 'chunkwise'\?"),
+        ({"initial_state": torch.zeros(1, 2, 4, 5)}, r"initial_state must be an MLSTMState or a \(C, n, m\) tuple"),
     ],
 )
-def test_bad_inputs_raise_one_line_value_error(inputs, kwargs, match):
+def test_arguments_particular_to_mlstm_get_one_line_errors(kwargs, match):
     with pytest.raises(ValueError, match=match) as info:
-        mlstm(*inputs, **kwargs)
+        mlstm(*_inputs(), **kwargs)
     assert "\n" not in str(info.value)

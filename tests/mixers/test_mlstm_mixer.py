@@ -51,11 +51,11 @@ def test_chunked_prefill_then_token_by_token_decode_equals_full_forward(options,
 
 
 @given(options=mixer_options, x=mixer_inputs(D_MODEL, max_length=40))
-def test_recurrent_and_chunkwise_backends_agree(options, x):
+def test_reference_and_chunkwise_backends_agree(options, x):
     with torch.no_grad():
         chunkwise = build(options, backend="chunkwise")(x)
-        recurrent = build(options, backend="recurrent")(x)
-    assert_close(chunkwise, recurrent, what="chunkwise vs recurrent mixer", scale=10)
+        reference = build(options, backend="reference")(x)
+    assert_close(chunkwise, reference, what="chunkwise vs reference mixer", scale=10)
 
 
 def test_widths_and_gate_initialisation_follow_xlstm_7b():
@@ -96,7 +96,7 @@ def test_state_layout_dtypes_and_size():
 
 def test_contract_holds_for_other_option_sets():
     check_mixer(MLSTM, n_heads=1, qk_dim_factor=0.25, v_dim_factor=2.0, chunk_size=3, length=17)
-    check_mixer(MLSTM, n_heads=4, gate_soft_cap=None, backend="recurrent")
+    check_mixer(MLSTM, n_heads=4, gate_soft_cap=None, backend="reference")
 
 
 @pytest.mark.parametrize(

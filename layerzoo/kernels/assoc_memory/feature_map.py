@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from ..common import compute_dtype
+
 NU = 3  # ARMT's setting: key width 2 * NU * d
 
 
@@ -24,5 +26,5 @@ def features(x: torch.Tensor, normalize: bool) -> torch.Tensor:
 
     Computed in fp32 at least (fp64 stays fp64): the memory accumulates these in fp32.
     """
-    phi = dpfp(x.to(torch.promote_types(x.dtype, torch.float32)))
+    phi = dpfp(x.to(compute_dtype(x.dtype)))
     return F.normalize(phi, dim=-1) if normalize else phi

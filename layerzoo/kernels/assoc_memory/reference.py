@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from ..common import compute_dtype
 from .feature_map import features
 from .memory import Memory
 
@@ -18,12 +19,14 @@ def associative_read_reference(q: torch.Tensor, memory: Memory, normalize: bool 
     out = (phi(q) . A) / (phi(q) . z + eps), per token and head.
     """
     batch, length, heads, _ = q.shape
-    out = q.new_zeros(batch, length, heads, memory.matrix.shape[-1], dtype=memory.matrix.dtype)
+    dtype = compute_dtype(q.dtype)  # the memory is read in phi's dtype, whatever its own
+    matrix, normalizer = (t.to(dtype) for t in memory)
+    out = q.new_zeros(batch, length, heads, matrix.shape[-1], dtype=dtype)
     for b in range(batch):
         for t in range(length):
             for h in range(heads):
                 phi = features(q[b, t, h], normalize)
-                out[b, t, h] = (phi @ memory.matrix[b, h]) / (phi @ memory.normalizer[b, h] + eps)
+                out[b, t, h] = (phi @ matrix[b, h]) / (phi @ normalizer[b, h] + eps)
     return out.to(q.dtype)
 
 
@@ -37,7 +40,9 @@ def associative_update_reference(k: torch.Tensor, v: torch.Tensor, beta: torch.T
     (not differentiated); dA = sum_i beta_i phi(k_i) (x) (v_i - v_bar_i), dz = sum_i gamma_i phi(k_i).
     """
     batch, tokens, heads, _ = k.shape
-    dtype = torch.promote_types(k.dtype, torch.float32)
+    dtype = compute_dtype(k.dtype)
+    if memory is not None:  # read in phi's dtype, whatever its own
+        memory = Memory(*(t.to(dtype) for t in memory))
     delta_matrix, delta_normalizer = [], []
     for b in range(batch):
         for h in range(heads):

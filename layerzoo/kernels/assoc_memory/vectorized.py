@@ -1,7 +1,10 @@
-"""Associative memory read and write as batched einsums over all tokens and heads at once.
+"""Associative memory read and write as batched einsums over all tokens and heads at once: the
+family's fast path.
 
 A read is a (T, key_dim) x (key_dim, value_dim) product per head; a write of M tokens is a sum of M
-outer products. Both are one segment's worth of work, so there is no chunking to do.
+outer products against one memory. Neither carries a state from token to token, so there is no
+recurrence to cut into chunks: the file is named for what it does, where the recurrent families
+have chunkwise.py.
 """
 
 from __future__ import annotations

@@ -23,10 +23,10 @@ import functools
 import torch
 import torch.nn.functional as F
 
+from ..common import compute_dtype
 from .chunk_backward import chunk_backward
 from .chunk_forward import chunk_forward, workspace, workspace_bytes_per_chunk
 from .native import native_ops_for
-from .reference import compute_dtype
 
 # Bytes of intermediates per group of chunks: about what a CPU core's share of cache holds. The
 # forward's speed is flat from here up to whole-sequence groups at T = 4096, B*H = 4; below it,
@@ -34,7 +34,7 @@ from .reference import compute_dtype
 GROUP_BYTES = 16 * 2**20
 
 
-def chunkwise_gated_delta_rule(
+def gated_delta_rule_chunkwise(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,

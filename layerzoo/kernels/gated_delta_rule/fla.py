@@ -1,15 +1,9 @@
-"""flash-linear-attention for the gated delta rule: an adapter to its Triton chunk kernel (CUDA
-only), and its pure-PyTorch references (any device) for tests and benchmarks.
+"""The "fla" backend: an adapter to flash-linear-attention's Triton chunk kernel (CUDA only).
 
-fla is imported here, on first use, so that importing layerzoo never compiles or probes Triton.
+fla is imported on first use, so that importing layerzoo never compiles or probes Triton.
 """
 
 from __future__ import annotations
-
-import functools
-import importlib.util
-from pathlib import Path
-from types import ModuleType
 
 import torch
 
@@ -17,7 +11,7 @@ import torch
 FLA_CHUNK_SIZES = (16, 32, 64)
 
 
-def fla_gated_delta_rule(
+def gated_delta_rule_fla(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
@@ -47,21 +41,3 @@ def fla_gated_delta_rule(
         chunk_size=chunk_size,
     )
     return out, final_state
-
-
-@functools.cache
-def load_fla_naive() -> ModuleType | None:
-    """fla's `ops/gated_delta_rule/naive.py` (naive_recurrent_ and naive_chunk_gated_delta_rule),
-    loaded from its file alone, once; None when fla is not installed.
-
-    Importing the fla package pulls in transformers and takes 15 s or more; naive.py needs only
-    torch and einops.
-    """
-    spec = importlib.util.find_spec("fla")
-    if spec is None or spec.origin is None:
-        return None
-    path = Path(spec.origin).parent / "ops" / "gated_delta_rule" / "naive.py"
-    module_spec = importlib.util.spec_from_file_location("fla_gated_delta_rule_naive", path)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    return module

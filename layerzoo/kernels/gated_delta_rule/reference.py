@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import torch
 
-
-def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """fp32 for fp32 and narrower inputs; fp64 stays fp64, so tests can use it as the yardstick."""
-    return torch.promote_types(dtype, torch.float32)
+from ..common import compute_dtype
 
 
 def gated_delta_rule_reference(

@@ -22,7 +22,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .reference import EPS, MLSTMState, compute_dtype
+from ..common import compute_dtype
+from .reference import EPS, MLSTMState
 
 
 def mlstm_chunkwise(

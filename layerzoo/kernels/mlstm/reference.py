@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from ..common import compute_dtype
+
 # Added to the denominator of h, as in mlstm_kernels.
 EPS = 1e-6
 
@@ -48,11 +50,6 @@ class MLSTMState:
             torch.zeros(batch, heads, key_dim, **like),
             torch.zeros(batch, heads, **like),
         )
-
-
-def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype states and arithmetic use for inputs of `dtype`: fp32, or fp64 for fp64."""
-    return torch.promote_types(dtype, torch.float32)
 
 
 def mlstm_step(
@@ -91,7 +88,7 @@ def mlstm_reference(
     q, k: (B, T, H, Dk); v: (B, T, H, Dv); i, f: (B, T, H); initial_state None (empty) or an
     MLSTMState / (C, n, m) tuple; T >= 1. chunk_size is ignored (the backend signature has it).
     Returns h (B, T, H, Dv) in q's dtype and the final MLSTMState in fp32 (fp64 for fp64 q).
-    Inputs are not validated here; `mlstm(..., backend="recurrent")` validates.
+    Inputs are not validated here; `mlstm(..., backend="reference")` validates.
     """
     batch, _, heads, key_dim = q.shape
     dtype = compute_dtype(q.dtype)

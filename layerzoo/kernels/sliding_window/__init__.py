@@ -13,9 +13,10 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from ...errors import unknown_name_message
+from ..common import check_tensors, choose_backend, empty_output, has_tokens
 from ..triton_support import require_triton, triton_can_run
-from .blocked import blocked_sliding_window_attention, first_reachable_key
+from .chunkwise import first_reachable_key, sliding_window_attention_chunkwise
+from .triton.config import TRITON_DTYPES
 from .reference import sliding_window_attention_reference, sliding_window_mask
 
 __all__ = [
@@ -26,7 +27,8 @@ __all__ = [
     "sliding_window_mask",
 ]
 
-# Every backend: (q, k, v, window, scale) -> out, with validated inputs, window None or < Tk.
+# Every backend: (q, k, v, window, scale) -> out, with validated inputs, B, Tq >= 1, window None
+# or < Tk.
 Backend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "int | None", float], torch.Tensor]
 
 
@@ -55,10 +57,10 @@ def _sdpa(q, k, v, window, scale):
     return out.transpose(1, 2)
 
 
-def _blocked(q, k, v, window, scale):
-    # Without a window every key is in reach and blocking saves nothing: O(Tq * Tk) like dense.
+def _chunkwise(q, k, v, window, scale):
+    # Without a window every key is in reach and chunking saves nothing: O(Tq * Tk) like dense.
     window = k.shape[1] if window is None else window
-    return blocked_sliding_window_attention(q, k, v, window, scale)
+    return sliding_window_attention_chunkwise(q, k, v, window, scale)
 
 
 @functools.cache
@@ -95,19 +97,6 @@ def _flex(q, k, v, window, scale):
     return out.transpose(1, 2)
 
 
-# The dtypes the Triton kernels take (fp64 would need fp64 tensor-core dots: use sdpa or blocked).
-TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-
-
-def _check_triton(q: torch.Tensor) -> None:
-    require_triton(q, "sliding_window_attention")
-    if q.dtype not in TRITON_DTYPES:
-        raise ValueError(
-            f"sliding_window_attention: the 'triton' backend supports float32, bfloat16 and "
-            f"float16, got {q.dtype}; use backend='sdpa' or 'blocked' for it"
-        )
-
-
 def _triton(q, k, v, window, scale):
     """Flash-attention-2 style Triton kernels that visit only in-window key blocks (triton/).
 
@@ -120,7 +109,7 @@ def _triton(q, k, v, window, scale):
 
 BACKENDS: dict[str, Backend] = {
     "reference": sliding_window_attention_reference,
-    "blocked": _blocked,
+    "chunkwise": _chunkwise,
     "sdpa": _sdpa,
     "flex": _flex,
     "triton": _triton,
@@ -144,28 +133,18 @@ def _check_window(window: int | None) -> None:
 
 
 def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    def fail(message: str):
-        raise ValueError(f"sliding_window_attention: {message}")
-
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 4:
-            shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-            fail(f"{name} must be a 4-d tensor (B, T, heads, head_dim), got {shape}")
-    if k.shape != v.shape:
-        fail(f"k and v must have the same shape, got k {tuple(k.shape)} and v {tuple(v.shape)}")
-    (batch, q_len, heads, dim), (k_batch, k_len, kv_heads, k_dim) = q.shape, k.shape
-    if batch != k_batch:
-        fail(f"q and k have different batch sizes ({batch} vs {k_batch})")
-    if dim != k_dim:
-        fail(f"q and k have different head dims ({dim} vs {k_dim})")
+    sizes = check_tensors("sliding_window_attention", {
+        "q": (q, "B Tq H D"), "k": (k, "B Tk Hkv D"), "v": (v, "B Tk Hkv D"),
+    }, same_dtype=("q", "k", "v"))
+    heads, kv_heads, q_len, k_len = sizes["H"], sizes["Hkv"], sizes["Tq"], sizes["Tk"]
     if kv_heads == 0 or heads % kv_heads:
-        fail(f"query heads ({heads}) must be a multiple of key/value heads ({kv_heads})")
+        raise ValueError(
+            f"sliding_window_attention: query heads ({heads}) must be a multiple of key/value heads ({kv_heads})"
+        )
     if k_len < q_len:
-        fail(f"fewer keys than queries ({k_len} < {q_len}); queries align to the last keys")
-    if not q.is_floating_point() or len({q.dtype, k.dtype, v.dtype}) > 1:
-        fail(f"q, k, v must share one float dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if len({q.device, k.device, v.device}) > 1:
-        fail(f"q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
+        raise ValueError(
+            f"sliding_window_attention: fewer keys than queries ({k_len} < {q_len}); queries align to the last keys"
+        )
 
 
 def choose_swa_backend(
@@ -175,29 +154,30 @@ def choose_swa_backend(
 
     "auto" picks: "sdpa" (fused causal kernel) when the window covers all Tk keys; otherwise, on
     CUDA with at least FLEX_MIN_QUERIES queries, "triton" (or "flex" when triton is missing or
-    the dtype is fp64), "sdpa" on CUDA for fewer queries, and "blocked" elsewhere (also under
+    the dtype is fp64), "sdpa" on CUDA for fewer queries, and "chunkwise" elsewhere (also under
     TRITON_INTERPRET, where the interpreted kernels are far slower than torch's CPU SDPA).
     Raises ValueError for an unknown name or a backend the device or dtype cannot run.
     """
     _check_window(window)
-    if backend != "auto" and backend not in BACKENDS:
-        known = [*BACKENDS, "auto"]
-        raise ValueError(unknown_name_message("sliding-window attention backend", backend, known))
-    if backend == "flex" and not q.is_cuda:
+    name = choose_backend("sliding-window attention backend", backend, BACKENDS, _fast_backend(q, k, window))
+    if name == "flex" and not q.is_cuda:
         raise ValueError(
-            f"the 'flex' backend needs CUDA tensors, got {q.device}; use 'blocked' off CUDA"
+            f"the 'flex' backend needs CUDA tensors, got {q.device}; use 'chunkwise' off CUDA"
         )
-    if backend == "triton":
-        _check_triton(q)
-    if backend != "auto":
-        return backend
+    if name == "triton":
+        require_triton(q, "sliding_window_attention", TRITON_DTYPES)
+    return name
+
+
+def _fast_backend(q: torch.Tensor, k: torch.Tensor, window: int | None) -> str:
+    """What "auto" runs; see choose_swa_backend."""
     if window is None or window >= k.shape[1]:
         return "sdpa"
     if q.is_cuda:
         if q.shape[1] < FLEX_MIN_QUERIES:
             return "sdpa"
         return "triton" if triton_can_run(q) and q.dtype in TRITON_DTYPES else "flex"
-    return "blocked"
+    return "chunkwise"
 
 
 def sliding_window_attention(
@@ -216,14 +196,15 @@ def sliding_window_attention(
     with p - window < s <= p: flash-attn's window_size=(window - 1, 0) with bottom-right causal.
     window=None (or window >= Tk) is full causal attention. scale defaults to D ** -0.5.
 
-    Returns (B, Tq, H, D) in q's dtype; bf16/fp16 softmax accumulates in fp32. Differentiable in
-    q, k and v on every backend. `backend` is "auto" (see choose_swa_backend) or a key of BACKENDS.
+    Returns (B, Tq, H, D) in q's dtype; bf16/fp16 softmax accumulates in fp32. Any B, Tq >= 0.
+    Differentiable in q, k and v on every backend. `backend` is "auto" (see choose_swa_backend)
+    or a key of BACKENDS.
     """
     _check_inputs(q, k, v)
     name = choose_swa_backend(q, k, window, backend)
     if window is not None and window >= k.shape[1]:
         window = None
-    if q.shape[1] == 0:
-        return torch.zeros_like(q)
+    if not has_tokens(q):
+        return empty_output(q, v.shape[-1])
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     return BACKENDS[name](q, k, v, window, scale)

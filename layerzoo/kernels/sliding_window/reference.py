@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from ..common import compute_dtype
+
 
 def sliding_window_mask(
     q_len: int, k_len: int, window: int | None, device: torch.device | str | None = None
@@ -36,8 +38,8 @@ def sliding_window_attention_reference(
     """
     heads, kv_heads, dim = q.shape[2], k.shape[2], q.shape[3]
     scale = dim**-0.5 if scale is None else scale
-    compute_dtype = torch.promote_types(q.dtype, torch.float32)
-    qf, kf, vf = (t.to(compute_dtype) for t in (q, k, v))
+    dtype = compute_dtype(q.dtype)
+    qf, kf, vf = (t.to(dtype) for t in (q, k, v))
     # Query head h reads kv head h // group.
     kf = kf.repeat_interleave(heads // kv_heads, dim=2)
     vf = vf.repeat_interleave(heads // kv_heads, dim=2)

@@ -6,7 +6,8 @@ import torch
 import torch.nn.functional as F
 import triton
 
-from ..reference import MLSTMState, compute_dtype
+from ...common import compute_dtype
+from ..reference import MLSTMState
 from .backward import chunk_grads_kernel, state_grads_kernel
 from .config import chunk_length, launch_config
 from .forward import chunk_outputs_kernel, chunk_states_kernel

@@ -1,12 +1,12 @@
 """Flash-attention-2 style Triton kernels for sliding-window attention (backend="triton").
 
 Modules, one idea each:
-    blocks.py       which key/query blocks each program visits (plain Python, no triton import)
-    common.py       Triton helpers: masked tile loads/stores, the dot, the same block ranges
+    common.py       Triton helpers: masked tile loads/stores, the dot, which key/query blocks each
+                    program visits
     forward.py      forward kernel: online softmax over the in-window key blocks, saves lse
-    backward_kv.py  dK/dV kernel: per key block, over the query blocks (and GQA heads) seeing it
-    backward_q.py   delta = rowsum(dO * O) and the dQ kernel, per query block
-    configs.py      tile sizes / warps / stages, autotuned on GPU, fixed under the interpreter
+    backward.py     delta = rowsum(dO * O); the dK/dV kernel, per key block over the query blocks
+                    (and GQA heads) seeing it; the dQ kernel, per query block
+    config.py       tile sizes / warps / stages, autotuned on GPU, fixed under the interpreter
     function.py     launchers and the torch.autograd.Function
 
 Triton reads TRITON_INTERPRET when a kernel is decorated, so nothing here imports triton until

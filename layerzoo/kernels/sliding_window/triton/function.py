@@ -13,13 +13,11 @@ import functools
 import torch
 import triton
 
-from ...triton_support import triton_interpreting
-from .. import _check_triton  # device and dtype checks shared with the public entry point
-from .backward_kv import swa_bwd_dkdv_kernel
-from .backward_q import swa_bwd_delta_kernel, swa_bwd_dq_kernel
-from ..blocked import first_reachable_key
+from ...triton_support import require_triton, triton_interpreting
+from ..chunkwise import first_reachable_key
+from .backward import swa_bwd_delta_kernel, swa_bwd_dkdv_kernel, swa_bwd_dq_kernel
 from .common import LOG2E
-from .configs import DELTA_CONFIG, GPU_CONFIGS, INTERPRETER_CONFIGS, KERNELS, TileConfig, tune_bucket
+from .config import DELTA_CONFIG, GPU_CONFIGS, INTERPRETER_CONFIGS, KERNELS, TRITON_DTYPES, TileConfig, tune_bucket
 from .forward import swa_fwd_kernel
 
 _KERNELS = {"fwd": swa_fwd_kernel, "dkdv": swa_bwd_dkdv_kernel, "dq": swa_bwd_dq_kernel}
@@ -176,7 +174,7 @@ def sliding_window_attention_triton(
     {"fwd": (128, 64, 8, 3), "dkdv": (32, 128), "dq": (64, 64)} as TileConfig fields
     (block_m, block_n[, num_warps, num_stages]); kernels it omits use the default.
     """
-    _check_triton(q)
+    require_triton(q, "sliding_window_attention", TRITON_DTYPES)
     unknown = set(blocks or {}) - set(KERNELS)
     if unknown:
         raise ValueError(

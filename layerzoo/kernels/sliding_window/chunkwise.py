@@ -1,9 +1,9 @@
-"""Blocked sliding-window attention in plain PyTorch: O(T * window) time and memory.
+"""Chunkwise sliding-window attention in plain PyTorch: O(T * window) time and memory.
 
-Queries are cut into blocks of `c` rows. With keys laid out on the same grid, a query block only
-needs its own key block and the `m = ceil((window - 1) / c)` blocks before it, so each block does a
+Queries are cut into chunks of `c` rows. With keys laid out on the same grid, a query chunk only
+needs its own key chunk and the `m = ceil((window - 1) / c)` chunks before it, so each chunk does a
 small dense (c, (m + 1) * c) attention and the work is O(Tq * (window + c)) instead of O(Tq * Tk).
-All blocks run as one batched F.scaled_dot_product_attention call (torch's fused CPU kernel).
+All chunks run as one batched F.scaled_dot_product_attention call (torch's fused CPU kernel).
 """
 
 from __future__ import annotations
@@ -11,19 +11,19 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-# Block sizes measured on the fused CPU SDPA kernel (fp32, 2 threads, D=64): about 64 query rows
-# per block is fastest, blocks under 16 rows drown in per-block overhead, and a block as wide as a
+# Chunk sizes measured on the fused CPU SDPA kernel (fp32, 2 threads, D=64): about 64 query rows
+# per chunk is fastest, chunks under 16 rows drown in per-chunk overhead, and a chunk as wide as a
 # small window wastes less on out-of-window scores than a 64-row one.
-BLOCK = 64
-MIN_BLOCK = 16
-# Each query block reads its own and up to this many earlier key blocks, so the gathered keys and
+CHUNK = 64
+MIN_CHUNK = 16
+# Each query chunk reads its own and up to this many earlier key chunks, so the gathered keys and
 # values take at most (MAX_LOOKBACK + 1) times the memory of k and v; more saves a little time.
 MAX_LOOKBACK = 4
 
 
-def block_size(window: int) -> int:
-    """Query rows per block for a window: min(window, BLOCK), grown so lookback <= MAX_LOOKBACK."""
-    return max(MIN_BLOCK, min(window, BLOCK), -(-window // MAX_LOOKBACK))
+def chunk_size(window: int) -> int:
+    """Query rows per chunk for a window: min(window, CHUNK), grown so lookback <= MAX_LOOKBACK."""
+    return max(MIN_CHUNK, min(window, CHUNK), -(-window // MAX_LOOKBACK))
 
 
 def first_reachable_key(q_len: int, k_len: int, window: int) -> int:
@@ -31,7 +31,7 @@ def first_reachable_key(q_len: int, k_len: int, window: int) -> int:
     return max(0, k_len - q_len - window + 1)
 
 
-def blocked_sliding_window_attention(
+def sliding_window_attention_chunkwise(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, scale: float
 ) -> torch.Tensor:
     """Sliding-window attention, queries aligned to the end of the keys.
@@ -46,38 +46,38 @@ def blocked_sliding_window_attention(
     k, v = k[:, first:], v[:, first:]
     k_len = k.shape[1]
 
-    c = min(block_size(window), q_len)
-    n_blocks = -(-q_len // c)
+    c = min(chunk_size(window), q_len)
+    n_chunks = -(-q_len // c)
     m = -(-(window - 1) // c)
     span = (m + 1) * c
-    # Left-pad so the last query and the last key both end the grid. Query block j then covers
+    # Left-pad so the last query and the last key both end the grid. Query chunk j then covers
     # padded key positions [(j + m) * c, (j + m + 1) * c) and reads keys [j * c, j * c + span).
-    q_pad = n_blocks * c - q_len
-    k_pad = (n_blocks + m) * c - k_len
+    q_pad = n_chunks * c - q_len
+    k_pad = (n_chunks + m) * c - k_len
 
-    qb = F.pad(q, (0, 0, 0, 0, q_pad, 0)).view(batch * n_blocks, c, heads, dim).transpose(1, 2)
+    qb = F.pad(q, (0, 0, 0, 0, q_pad, 0)).view(batch * n_chunks, c, heads, dim).transpose(1, 2)
 
-    def key_blocks(t: torch.Tensor) -> torch.Tensor:
-        # unfold gives overlapping (B, nb, Hkv, D, span) views; the reshape copies them into the
-        # (B * nb, Hkv, span, D) batch SDPA takes.
+    def key_chunks(t: torch.Tensor) -> torch.Tensor:
+        # unfold gives overlapping (B, N, Hkv, D, span) views of the N chunks; the reshape copies
+        # them into the (B * N, Hkv, span, D) batch SDPA takes.
         t = F.pad(t, (0, 0, 0, 0, k_pad, 0)).unfold(1, span, c)
-        return t.permute(0, 1, 2, 4, 3).reshape(batch * n_blocks, kv_heads, span, dim)
+        return t.permute(0, 1, 2, 4, 3).reshape(batch * n_chunks, kv_heads, span, dim)
 
-    kb, vb = key_blocks(k), key_blocks(v)
+    kb, vb = key_chunks(k), key_chunks(v)
 
     row = torch.arange(c, device=q.device)[:, None]
     col = torch.arange(span, device=q.device)[None, :]
-    lag = m * c + row - col  # query position minus key position, the same in every block
+    lag = m * c + row - col  # query position minus key position, the same in every chunk
     band = (lag >= 0) & (lag < window)
-    key_pos = torch.arange(n_blocks, device=q.device)[:, None, None] * c + col
+    key_pos = torch.arange(n_chunks, device=q.device)[:, None, None] * c + col
     # Padding keys are masked out, but a padding query row would then see nothing and SDPA would
     # return NaN for it (and its gradient); letting every row see its own diagonal key avoids that
     # and changes no real row, whose diagonal key is always real.
     mask = band & ((key_pos >= k_pad) | (lag == 0))
-    mask = mask.expand(batch, n_blocks, c, span).reshape(batch * n_blocks, 1, c, span)
+    mask = mask.expand(batch, n_chunks, c, span).reshape(batch * n_chunks, 1, c, span)
 
     out = F.scaled_dot_product_attention(
         qb, kb, vb, attn_mask=mask, scale=scale, enable_gqa=heads != kv_heads
     )
-    out = out.transpose(1, 2).reshape(batch, n_blocks * c, heads, dim)
+    out = out.transpose(1, 2).reshape(batch, n_chunks * c, heads, dim)
     return out[:, q_pad:]

@@ -21,6 +21,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import torch
+
+# The dtypes the kernels take (fp64 would need fp64 tensor-core dots: use sdpa or chunkwise).
+TRITON_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
 
 class TileConfig(NamedTuple):
     """Query rows, key rows, warps and software-pipeline stages of one kernel launch."""

@@ -1,20 +1,14 @@
-"""Which tiles the Triton kernels visit: the block ranges in plain Python, mirrored by common.py.
+"""The block ranges the sliding-window Triton kernels visit, in plain Python: a test-side mirror of
+layerzoo/kernels/sliding_window/triton/common.py (key_block_range, query_block_range; the meaning
+of the four bounds is documented there).
 
-Positions follow the public convention: query i sits at key position p = Tk - Tq + i and sees keys
-s with p - window < s <= p. A range is four block-aligned bounds (start, full_lo, full_hi, end):
-blocks in [start, full_lo) and [full_hi, end) straddle a window or causal edge (or a length tail)
-and need the element mask; blocks in [full_lo, full_hi) are visible for every real pair and skip
-it. Blocks before `start` or from `end` on are never loaded, which is what makes the kernels
-O(T * window) rather than O(Tq * Tk).
-
-The kernels repeat this arithmetic in Triton (common.key_block_range / query_block_range); this
-copy exists so tests can check the ranges against the dense mask without running a kernel, and
-all operands stay non-negative so Python's floor division equals Triton's truncating one.
+This copy lets the tests check the ranges against the dense mask without running a kernel. All
+operands stay non-negative, so Python's floor division equals Triton's truncating one.
 """
 
 from __future__ import annotations
 
-from ..blocked import first_reachable_key
+from layerzoo.kernels.sliding_window.chunkwise import first_reachable_key
 
 
 def _cdiv(a: int, b: int) -> int:

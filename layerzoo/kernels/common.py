@@ -1,0 +1,114 @@
+"""What every kernel family does the same way: the compute dtype, the backend choice (and which
+optional libraries are there to choose from), input checks, and calls without tokens.
+
+Each family's public function (its folder's __init__.py) runs these around its backends, so a
+backend only ever sees validated inputs with at least one token.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from typing import Iterable, Mapping, Sequence
+
+import torch
+
+from ..errors import unknown_name_message
+
+# The backend every family names its truth (a step loop or a dense mask): `backend="reference"`.
+REFERENCE = "reference"
+
+
+@functools.cache
+def installed(package: str) -> bool:
+    """Whether an optional package (triton, fla, ...) can be imported, without importing it."""
+    return importlib.util.find_spec(package) is not None
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype states and arithmetic use for inputs of `dtype`: fp32, or fp64 for fp64 inputs
+    (so tests can use fp64 as the yardstick)."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def choose_backend(kind: str, backend: str, backends: Iterable[str], fast: str, length: int | None = None) -> str:
+    """The backend a call runs: `backend` when it names one of `backends`; for "auto", REFERENCE
+    when `length` is 1 (a single token is one step of the loop: the least work, as in decoding;
+    length None for families without a step loop), else `fast`.
+
+    Raises a one-line ValueError naming the closest known name for anything else; `kind` names
+    what is chosen ("mLSTM backend").
+    """
+    backends = list(backends)
+    if backend != "auto" and backend not in backends:
+        raise ValueError(unknown_name_message(kind, backend, [*backends, "auto"]))
+    if backend != "auto":
+        return backend
+    return REFERENCE if length == 1 else fast
+
+
+def check_tensors(op: str, layouts: Mapping[str, tuple[object, str]], same_dtype: Sequence[str] = ()) -> dict[str, int]:
+    """Check that every named input is a floating-point tensor whose shape follows its layout.
+
+    layouts: name -> (value, layout), the layout the names of its dims separated by spaces
+    ("B T H K"); a dim name shared by several inputs must have one size (the first input to
+    name it sets it). None values (optional inputs left out) are skipped. All tensors must be on
+    one device, and those named in same_dtype must share one dtype.
+    Raises a one-line ValueError "<op>: ..." naming the first input that breaks a rule; returns
+    the size of every dim name.
+    """
+    sizes: dict[str, int] = {}
+    tensors: dict[str, torch.Tensor] = {}
+    for name, (t, layout) in layouts.items():
+        if t is None:
+            continue
+        dims = layout.split()
+        shown = f"({', '.join(dims)})"
+        if not isinstance(t, torch.Tensor):
+            _fail(op, f"{name} must be a tensor {shown}, got {type(t).__name__}")
+        if t.dim() != len(dims):
+            _fail(op, f"{name} must be a {len(dims)}-d tensor {shown}, got shape {tuple(t.shape)}")
+        if not t.is_floating_point():
+            _fail(op, f"{name} must be a floating-point tensor, got {t.dtype}")
+        if any(sizes.get(dim, size) != size for dim, size in zip(dims, t.shape)):
+            expected = ", ".join(str(sizes.get(dim, dim)) for dim in dims)
+            _fail(op, f"{name} must be {shown} = ({expected}), got {tuple(t.shape)}")
+        sizes.update(zip(dims, t.shape))
+        tensors[name] = t
+    if len({t.device for t in tensors.values()}) > 1:
+        _fail(op, "inputs must be on one device, got " + ", ".join(f"{n} on {t.device}" for n, t in tensors.items()))
+    shared = {name: tensors[name] for name in same_dtype if name in tensors}
+    if len({t.dtype for t in shared.values()}) > 1:
+        _fail(op, f"{', '.join(shared)} must share one dtype, got " + ", ".join(str(t.dtype) for t in shared.values()))
+    return sizes
+
+
+def check_chunk_size(op: str, chunk_size: object) -> None:
+    """A one-line ValueError unless chunk_size is an integer >= 1."""
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        _fail(op, f"chunk_size must be an integer >= 1, got {chunk_size!r}")
+
+
+def has_tokens(x: torch.Tensor) -> bool:
+    """Whether x (B, T, ...) holds a token. Calls without one (B = 0 or T = 0) run no backend."""
+    return x.shape[0] > 0 and x.shape[1] > 0
+
+
+def empty_output(x: torch.Tensor, width: int) -> torch.Tensor:
+    """The output of a call without tokens: zeros (B, T, H, width) in x's dtype, for x (B, T, H, ...)."""
+    return x.new_zeros(*x.shape[:3], width)
+
+
+def carried_state(state: Sequence[torch.Tensor] | None, shapes: Sequence[tuple[int, ...]],
+                  x: torch.Tensor) -> list[torch.Tensor]:
+    """The final state of a call without tokens: the initial state's tensors in the compute dtype
+    of x (an identity for autograd where they already are, so gradients pass through), or zeros
+    of `shapes` (the empty state) when there is none."""
+    dtype = compute_dtype(x.dtype)
+    if state is None:
+        return [x.new_zeros(shape, dtype=dtype) for shape in shapes]
+    return [t.to(dtype) for t in state]
+
+
+def _fail(op: str, message: str):
+    raise ValueError(f"{op}: {message}")

@@ -1,0 +1,268 @@
+"""Conformance checks any kernel family must pass: the kernel-level twin of `check_mixer`.
+
+Describe a family once with a KernelFamily (how to draw its inputs, how to run one streaming call),
+then check a backend of it::
+
+    from layerzoo.testing import check_kernel_family
+    check_kernel_family(MY_FAMILY, "chunkwise")
+
+Each check also runs on its own on a drawn case (`kernel_cases`); the project runs them under
+hypothesis over every built-in family and backend (tests/kernels/test_kernel_conformance.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from .tolerances import assert_close
+from .trees import map_tensors, tensors_in
+
+Inputs = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class KernelCase:
+    """One call's worth of a family's inputs.
+
+    inputs: tensors (B, T, ...), the sequence along dim 1. state: an initial state reachable by
+    the family's recurrence, its tensors batch first, or None (the empty state). options: the
+    call's other arguments (chunk_size, window...).
+    """
+
+    inputs: Inputs
+    state: Any
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def _all_tensors(state: Any, like: Any) -> list[torch.Tensor]:
+    return tensors_in(state)
+
+
+def _whole(state: Any) -> Any:
+    return state
+
+
+@dataclass(frozen=True)
+class KernelFamily:
+    """How the kernel checks drive one family.
+
+    cases(batch, length, dtype): a hypothesis strategy of KernelCase with inputs of that size and
+        dtype and a drawn state (never None) of that batch size.
+    run(inputs, state, backend, options) -> (out (B, T, ...), final state): one streaming call,
+        starting from `state` (None: the empty state), on the backend of that name.
+    dtypes: the input dtypes the checks draw.
+    comparable(state, like): the tensors by which `state` is compared with a state `like` it
+        should equal (default: all of its tensors); e.g. mLSTM states, read in one stabiliser frame.
+    free_length: inputs whose length need not match the others' (attention's queries).
+    same_dtype: inputs that must share one dtype.
+    checked_state(state): the part of the state the kernel takes and validates (default: all of
+        it), or None where the state is the caller's (attention's key cache).
+    """
+
+    name: str
+    cases: Callable[[int, int, torch.dtype], st.SearchStrategy[KernelCase]]
+    run: Callable[[Inputs, Any, str, dict], tuple[torch.Tensor, Any]]
+    dtypes: Sequence[torch.dtype] = (torch.float32, torch.float64)
+    comparable: Callable[[Any, Any], list[torch.Tensor]] = _all_tensors
+    free_length: Sequence[str] = ()
+    same_dtype: Sequence[str] = ()
+    checked_state: Callable[[Any], Any] | None = _whole
+
+
+@st.composite
+def kernel_cases(draw, family: KernelFamily, dtypes: Sequence[torch.dtype] | None = None, max_batch: int = 2,
+                 min_length: int = 1, max_length: int = 12, initial_state: bool | None = None) -> KernelCase:
+    """A KernelCase of `family` with B in [1, max_batch], T in [min_length, max_length] and a dtype
+    of `dtypes` (default family.dtypes); with its drawn initial state, without it (None), or
+    either (initial_state None)."""
+    batch = draw(st.integers(1, max_batch))
+    length = draw(st.integers(min_length, max_length))
+    case = draw(family.cases(batch, length, draw(st.sampled_from(list(dtypes or family.dtypes)))))
+    keep = draw(st.booleans()) if initial_state is None else initial_state
+    return case if keep else dataclasses.replace(case, state=None)
+
+
+def check_kernel_streaming(family: KernelFamily, case: KernelCase, backend: str, split: int) -> None:
+    """Two calls, the second starting from the first's final state, equal one call: the sequence
+    cut at `split` (0 <= split <= T); outputs and final states."""
+    run = _runner(family, case, backend)
+    full, full_state = run(case.inputs, case.state)
+    first, middle = run(_steps(case.inputs, slice(0, split)), case.state)
+    second, final = run(_steps(case.inputs, slice(split, None)), middle)
+    what = f"{family.name} {backend}, split at {split} of {_length(case)}"
+    assert_close(torch.cat((first, second), dim=1), full, what=f"{what}: output", scale=10)
+    _assert_states_close(family, final, full_state, f"{what}: final state", scale=10)
+
+
+def check_kernel_empty_inputs(family: KernelFamily, case: KernelCase, backend: str) -> None:
+    """Calls without tokens work: T = 0 and B = 0 give empty outputs (of the dtype and trailing
+    dims a call with tokens gives) and batch-first states of B sequences; T = 0 passes the state on
+    unchanged, gradients included, and from no state gives the empty state."""
+    run = _runner(family, case, backend)
+    out, _ = run(case.inputs, case.state)
+    no_batch = None if case.state is None else map_tensors(lambda t: t[:0], case.state)
+    for label, inputs, state in (("T = 0", _steps(case.inputs, slice(0, 0)), case.state),
+                                 ("B = 0", _batch(case.inputs, 0), no_batch),
+                                 ("B = T = 0", _steps(_batch(case.inputs, 0), slice(0, 0)), no_batch)):
+        y, final = run(inputs, state)
+        batch, length = next(iter(inputs.values())).shape[:2]
+        expected = (batch, length, *out.shape[2:])
+        what = f"{family.name} {backend}, {label}"
+        if tuple(y.shape) != expected or y.dtype != out.dtype:
+            raise AssertionError(f"{what}: output {tuple(y.shape)} {y.dtype}, expected {expected} {out.dtype}")
+        shapes = [tuple(t.shape) for t in tensors_in(final)]
+        if any(shape[0] != batch for shape in shapes):
+            raise AssertionError(f"{what}: state shapes {shapes} are not of {batch} sequences")
+    no_steps = _steps(case.inputs, slice(0, 0))
+    _, empty = run(no_steps, None)
+    from_empty, from_empty_state = run(case.inputs, empty)
+    from_none, from_none_state = run(case.inputs, None)
+    assert_close(from_empty, from_none, what=f"{family.name} {backend}: output after the state of an empty call")
+    _assert_states_close(family, from_empty_state, from_none_state, f"{family.name} {backend}: state after an empty call's")
+    if case.state is None:
+        return
+    leaves = map_tensors(lambda t: t.detach().clone().requires_grad_(t.is_floating_point()), case.state)
+    _, passed_on = run(no_steps, leaves)
+    _assert_states_close(family, passed_on, case.state, f"{family.name} {backend}: state passed on by T = 0")
+    sum(t.double().sum() for t in tensors_in(passed_on) if t.requires_grad).backward()
+    if any(t.requires_grad and t.grad is None for t in tensors_in(leaves)):
+        raise AssertionError(f"{family.name} {backend}: no gradient reaches the initial state through a call of T = 0")
+
+
+# Memory layouts with the values of a (B, T, ...) tensor: every other element of a wider last dim,
+# and time-major storage (T, B, ...) seen as (B, T, ...).
+LAYOUTS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "strided": lambda t: torch.stack((t, torch.zeros_like(t)), dim=-1)[..., 0],
+    "time-major": lambda t: t.transpose(0, 1).contiguous().transpose(0, 1) if t.dim() > 1 else t,
+}
+
+
+def check_kernel_layouts(family: KernelFamily, case: KernelCase, backend: str) -> None:
+    """Inputs and states in other memory layouts (strided, time-major) give the same outputs and
+    final states as contiguous ones."""
+    run = _runner(family, case, backend)
+    expected, expected_state = run(case.inputs, case.state)
+    for name, layout in LAYOUTS.items():
+        inputs = {key: layout(t) for key, t in case.inputs.items()}
+        out, state = run(inputs, map_tensors(layout, case.state))
+        assert_close(out, expected, what=f"{family.name} {backend}, {name} inputs: output")
+        _assert_states_close(family, state, expected_state, f"{family.name} {backend}, {name} inputs: final state")
+
+
+def check_kernel_gradients(family: KernelFamily, case: KernelCase, backend: str) -> None:
+    """Gradients of the output and the final state reach every input and the initial state:
+    present, finite and, for random inputs, not all zero."""
+    leaves = {name: t.detach().clone().requires_grad_() for name, t in case.inputs.items()}
+    state = map_tensors(lambda t: t.detach().clone().requires_grad_(), case.state)
+    out, final = family.run(leaves, state, backend, case.options)
+    generator = torch.Generator().manual_seed(0)
+    targets = [out, *family.comparable(final, final)]
+    loss = sum((t.double() * torch.randn(t.shape, generator=generator, dtype=torch.float64)).sum() for t in targets)
+    loss.backward()
+    named = {**leaves, **{f"initial state [{i}]": t for i, t in enumerate(tensors_in(state))}}
+    for name, t in named.items():
+        what = f"{family.name} {backend}: the gradient of {name} {tuple(t.shape)}"
+        if t.grad is None:
+            raise AssertionError(f"{what} is missing")
+        if not torch.isfinite(t.grad).all():
+            raise AssertionError(f"{what} is not finite")
+        if t.numel() and not t.grad.any():
+            raise AssertionError(f"{what} is all zero")
+
+
+# Inputs no kernel takes: each must get a one-line ValueError.
+MUTATIONS: dict[str, Callable[[torch.Tensor], Any]] = {
+    "not a tensor": lambda t: t.tolist(),
+    "one dim fewer": lambda t: t[..., 0],
+    "one dim more": lambda t: t[..., None],
+    "an integer dtype": lambda t: t.to(torch.int32),
+    "another batch size": lambda t: t[:-1],
+    "a last dim that does not fit": lambda t: t[..., :-1],
+}
+STATE_MUTATIONS = ("one dim fewer", "an integer dtype", "another batch size", "a last dim that does not fit")
+
+
+def check_kernel_bad_inputs(family: KernelFamily, case: KernelCase, backend: str) -> None:
+    """Every input and state tensor the kernel takes, made wrong in one way at a time (see
+    MUTATIONS; also another length, and another dtype among same_dtype), gets a one-line
+    ValueError."""
+    _, empty = family.run(_steps(case.inputs, slice(0, 0)), None, backend, case.options)
+    for name, t in case.inputs.items():
+        wrong = {f"{name} as {label}": mutate(t) for label, mutate in MUTATIONS.items()}
+        if name not in family.free_length:
+            wrong[f"{name} of another length"] = t[:, :-1]
+        if name in family.same_dtype:
+            other = torch.float32 if t.dtype == torch.float64 else torch.float64
+            wrong[f"{name} in {other}"] = t.to(other)
+        for what, value in wrong.items():
+            _expect_value_error(family, backend, what, {**case.inputs, name: value}, empty, case.options)
+    if family.checked_state is None:
+        return
+    state = empty if case.state is None else case.state
+    for index, target in enumerate(tensors_in(family.checked_state(state))):
+        for label in STATE_MUTATIONS:
+            bad = map_tensors(lambda t: MUTATIONS[label](t) if t is target else t, state)
+            _expect_value_error(family, backend, f"state tensor {index} as {label}", case.inputs, bad, case.options)
+
+
+def check_kernel_family(family: KernelFamily, backend: str, dtypes: Sequence[torch.dtype] | None = None,
+                        max_batch: int = 2, max_length: int = 12, max_examples: int | None = None) -> None:
+    """All kernel checks on one backend of a family, on cases of up to max_batch sequences of up
+    to max_length tokens in `dtypes` (default family.dtypes), over max_examples examples (default:
+    the active hypothesis settings profile's)."""
+    sizes = {"dtypes": dtypes, "max_batch": max_batch, "max_length": max_length}
+
+    @settings(deadline=None, max_examples=max_examples or settings.default.max_examples)
+    @given(data=st.data())
+    def checks(data):
+        case = data.draw(kernel_cases(family, **sizes))
+        check_kernel_streaming(family, case, backend, data.draw(st.integers(0, _length(case))))
+        check_kernel_empty_inputs(family, case, backend)
+        check_kernel_layouts(family, case, backend)
+        check_kernel_bad_inputs(family, case, backend)
+        check_kernel_gradients(family, data.draw(kernel_cases(family, min_length=2, initial_state=True, **sizes)), backend)
+
+    checks()
+
+
+def _runner(family: KernelFamily, case: KernelCase, backend: str):
+    return lambda inputs, state: family.run(inputs, state, backend, case.options)
+
+
+def _steps(inputs: Inputs, steps: slice) -> Inputs:
+    return {name: t[:, steps] for name, t in inputs.items()}
+
+
+def _batch(inputs: Inputs, size: int) -> Inputs:
+    return {name: t[:size] for name, t in inputs.items()}
+
+
+def _length(case: KernelCase) -> int:
+    return next(iter(case.inputs.values())).shape[1]
+
+
+def _assert_states_close(family: KernelFamily, state: Any, like: Any, what: str, scale: float = 1.0) -> None:
+    got, expected = family.comparable(state, like), family.comparable(like, like)
+    if len(got) != len(expected):
+        raise AssertionError(f"{what}: {len(got)} tensors, expected {len(expected)}")
+    for index, (a, b) in enumerate(zip(got, expected)):
+        assert_close(a, b, what=f"{what} [{index}]", scale=scale)
+
+
+def _expect_value_error(family: KernelFamily, backend: str, what: str, inputs: Any, state: Any, options: dict) -> None:
+    what = f"{family.name} {backend}: {what}"
+    try:
+        family.run(inputs, state, backend, options)
+    except ValueError as error:
+        if "\n" in str(error):
+            raise AssertionError(f"{what}: the error has several lines: {error}") from error
+        return
+    except Exception as error:
+        raise AssertionError(f"{what}: {type(error).__name__} instead of a one-line ValueError: {error}") from error
+    raise AssertionError(f"{what}: no error")
