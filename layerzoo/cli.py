@@ -62,6 +62,7 @@ def describe(args: argparse.Namespace) -> int:
     from .registry import get_mixer
     from .specs import load_spec
 
+    check_at_least_one("--seq-len", args.seq_len)
     spec = load_spec(args.spec, args.overrides)
     if args.dump:
         print(spec.to_yaml(), end="")
@@ -99,6 +100,13 @@ def describe(args: argparse.Namespace) -> int:
     else:
         print(f"state per sequence at {args.seq_len:,} tokens: {model.state_size(args.seq_len):,} elements")
     return 0
+
+
+def check_at_least_one(flag: str, value: int | list[int] | None) -> None:
+    """A size or count flag (None: not given) must be >= 1; a ValueError naming the flag otherwise."""
+    for item in value if isinstance(value, list) else [] if value is None else [value]:
+        if item < 1:
+            raise ValueError(f"{flag} must be >= 1, got {item}")
 
 
 def count(module) -> int:
@@ -150,17 +158,16 @@ def evaluate(args: argparse.Namespace) -> int:
     from .training.checkpoint import CheckpointError, checkpoint_spec, latest_checkpoint, load_weights
     from .training.report import grid_report
 
+    for flag in ("lengths", "samples", "window"):
+        check_at_least_one(f"--{flag}", getattr(args, flag))
+    if any(not 0 <= depth <= 1 for depth in args.depths or []):
+        raise ValueError(f"--depths must lie in [0, 1], got {args.depths}")
     checkpoint = latest_checkpoint(args.checkpoint)
     if checkpoint is None:
         raise CheckpointError(f"{args.checkpoint}: no checkpoint there (expected trainer.json or checkpoints/step-*)")
     spec = checkpoint_spec(checkpoint)
     if spec.training is None:
         raise CheckpointError(f"{checkpoint}: its spec has no training: section naming a task")
-    for name, values in (("--lengths", args.lengths or []), ("--samples", [args.samples or 1]), ("--window", [args.window or 1])):
-        if any(value < 1 for value in values):
-            raise ValueError(f"{name} must be >= 1, got {values}")
-    if any(not 0 <= depth <= 1 for depth in args.depths or []):
-        raise ValueError(f"--depths must lie in [0, 1], got {args.depths}")
     model = build(spec)
     load_weights(checkpoint, model)
     task = make_task(spec.training.task.name, spec.training.task.options, spec.model.vocab_size)
