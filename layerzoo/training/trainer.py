@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from .checkpoint import checkpoint_dir, latest_checkpoint, load_training_state, 
 from .config import TrainingConfig
 from .curriculum import Curriculum
 from .evaluate import evaluate, score
+from .metrics import MetricsLog
 from .schedules import WindowSchedule, learning_rate
 
 
@@ -77,7 +77,7 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
     windows = WindowSchedule(config.window, config.steps, config.seed)
     curriculum = make_curriculum(config, model)
     autocast = autocast_context(config.precision, context.device)
-    log = MetricsLog(run_dir / "metrics.jsonl" if context.is_main else None, append=resume)
+    log = MetricsLog(run_dir / "metrics.jsonl" if context.is_main else None, keep_through=start_step)
     bar = tqdm(total=config.steps, initial=start_step, unit="step", dynamic_ncols=True, mininterval=0.5,
                disable=not (progress and context.is_main))
     started, tokens_seen, metrics = time.perf_counter(), 0, {}
@@ -187,19 +187,3 @@ def autocast_context(precision: str, device: torch.device):
     use_bf16 = precision == "bf16" or (
         precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported())
     return torch.autocast(device.type, dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
-
-
-class MetricsLog:
-    """One JSON object per line; a None path (ranks other than 0) writes nothing."""
-
-    def __init__(self, path: Path | None, append: bool):
-        self.path = path
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if not append:
-                path.write_text("")
-
-    def write(self, record: dict[str, Any]) -> None:
-        if self.path is not None:
-            with self.path.open("a") as file:
-                file.write(json.dumps(record) + "\n")
