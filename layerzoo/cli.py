@@ -155,25 +155,32 @@ def evaluate(args: argparse.Namespace) -> int:
 
     from .assemblies import build
     from .tasks import make_task
-    from .training.checkpoint import CheckpointError, checkpoint_spec, latest_checkpoint, load_weights
+    from .training.checkpoint import CheckpointError, load_weights, read_checkpoint
     from .training.report import grid_report
+    from .training.run_checkpoints import newest_usable
 
     for flag in ("lengths", "samples", "window"):
         check_at_least_one(f"--{flag}", getattr(args, flag))
     if any(not 0 <= depth <= 1 for depth in args.depths or []):
         raise ValueError(f"--depths must lie in [0, 1], got {args.depths}")
-    checkpoint = latest_checkpoint(args.checkpoint)
-    if checkpoint is None:
+
+    def load(folder: Path):
+        checkpoint = read_checkpoint(folder, training_state=False)
+        model = build(checkpoint.spec)
+        load_weights(checkpoint, model)
+        return checkpoint, model
+
+    loaded = newest_usable(args.checkpoint, load)
+    if loaded is None:
         raise CheckpointError(f"{args.checkpoint}: no checkpoint there (expected trainer.json or checkpoints/step-*)")
-    spec = checkpoint_spec(checkpoint)
+    checkpoint, model = loaded
+    spec = checkpoint.spec
     if spec.training is None:
-        raise CheckpointError(f"{checkpoint}: its spec has no training: section naming a task")
-    model = build(spec)
-    load_weights(checkpoint, model)
+        raise CheckpointError(f"{checkpoint.directory}: its spec has no training: section naming a task")
     task = make_task(spec.training.task.name, spec.training.task.options, spec.model.vocab_size)
     if hasattr(task, "split"):
         task = dataclasses.replace(task, split="eval")  # held-out text
-    out = Path(args.out) if args.out else checkpoint.parent.parent
+    out = Path(args.out) if args.out else checkpoint.directory.parent.parent
     grid_report(model, spec, task, out, lengths=args.lengths, depths=args.depths, window=args.window, samples=args.samples)
     return 0
 

@@ -24,11 +24,13 @@ from ..mixers import at_window, set_window
 from ..specs import Spec, load_spec
 from ..tasks import Batch, Task, example_seed, make_task
 from . import distributed
-from .checkpoint import checkpoint_dir, latest_checkpoint, load_training_state, load_weights, save_checkpoint
+from .checkpoint import load_training_state, load_weights, save_checkpoint
 from .config import TrainingConfig
 from .curriculum import Curriculum
 from .evaluate import evaluate, score
 from .metrics import MetricsLog
+from .resume import read_for_resume
+from .run_checkpoints import checkpoint_dir, newest_usable
 from .schedules import WindowSchedule, learning_rate
 
 
@@ -51,7 +53,7 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
     """Train `spec` (a name, path or Spec with a `training:` section) into run_dir.
 
     run_dir defaults to training.out_dir, else runs/<spec name>; it receives metrics.jsonl and
-    checkpoints/step-N/. resume=True continues from its latest checkpoint.
+    checkpoints/step-N/. resume=True continues from its newest usable checkpoint.
     """
     spec = load_spec(spec, overrides)
     config = spec.training
@@ -64,16 +66,16 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
     model = build(spec).to(context.device)
     task = make_task(config.task.name, config.task.options, spec.model.vocab_size)
     eval_task = dataclasses.replace(task, split="eval") if hasattr(task, "split") else task
-    start_step, checkpoint = 0, None
+    checkpoint = None
     if resume:
-        checkpoint = latest_checkpoint(run_dir)
+        checkpoint = newest_usable(run_dir, lambda folder: read_for_resume(folder, spec, model), report=context.is_main)
         if checkpoint is None:
             raise TrainingError(f"{run_dir}: no checkpoint to resume from")
-        load_weights(checkpoint, model, spec)
+        load_weights(checkpoint, model)
     wrapped = distributed.wrap(model, context, config.parallel)
     optimizer = make_optimizer(wrapped, config)
-    if checkpoint is not None:
-        start_step = load_training_state(checkpoint, wrapped, optimizer)["step"]
+    start_step = 0 if checkpoint is None else load_training_state(checkpoint, wrapped, optimizer)["step"]
+    del checkpoint  # its tensors are loaded; do not hold a second copy through training
     windows = WindowSchedule(config.window, config.steps, config.seed)
     curriculum = make_curriculum(config, model)
     autocast = autocast_context(config.precision, context.device)

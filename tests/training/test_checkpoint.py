@@ -5,8 +5,9 @@ import torch
 
 import layerzoo
 from layerzoo.training.checkpoint import (
-    CheckpointError, checkpoint_spec, latest_checkpoint, load_training_state, load_weights, save_checkpoint,
+    CheckpointError, checkpoint_spec, load_training_state, load_weights, save_checkpoint,
 )
+from layerzoo.training.run_checkpoints import latest_checkpoint
 from layerzoo.training.trainer import make_optimizer, train
 from run_checks import assert_same_final_state
 
