@@ -126,7 +126,10 @@ def add_training_commands(commands) -> None:
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a spec value, e.g. --set training.steps=100 (repeatable)")
     train.add_argument("--out", help="run folder (default: training.out_dir, else runs/<spec name>)")
-    train.add_argument("--resume", action="store_true", help="continue from the run folder's latest checkpoint")
+    used = train.add_mutually_exclusive_group()  # a run folder that holds anything needs one of them
+    used.add_argument("--resume", action="store_true", help="continue the run folder's run from its newest usable checkpoint")
+    used.add_argument("--overwrite", action="store_true",
+                      help="replace the run folder's run (its spec, metrics, checkpoints and reports; other files stay)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     evaluate = commands.add_parser("eval", help="length x depth accuracy of a checkpoint: table, JSON and heatmap PNG")
     evaluate.add_argument("checkpoint", help="a checkpoint folder, or a run folder (its latest checkpoint)")
@@ -142,7 +145,8 @@ def train(args: argparse.Namespace) -> int:
     from .training.report import grid_report
     from .training.trainer import autocast_context, train as run
 
-    result = run(args.spec, args.overrides, run_dir=args.out, resume=args.resume, progress=not args.no_progress)
+    result = run(args.spec, args.overrides, run_dir=args.out, resume=args.resume, overwrite=args.overwrite,
+                 progress=not args.no_progress)
     autocast = autocast_context(result.spec.training.precision, result.context.device)
     grid_report(result.model, result.spec, result.task, result.run_dir, context=result.context, autocast=autocast)
     teardown(result.context)

@@ -19,7 +19,6 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..assemblies import build
-from ..errors import LayerzooError
 from ..mixers import at_window, set_window
 from ..specs import Spec, load_spec
 from ..tasks import Batch, Task, example_seed, make_task
@@ -27,15 +26,13 @@ from . import distributed
 from .checkpoint import load_training_state, load_weights, save_checkpoint
 from .config import TrainingConfig
 from .curriculum import Curriculum
+from .errors import TrainingError
 from .evaluate import evaluate, score
 from .metrics import MetricsLog
 from .resume import read_for_resume
 from .run_checkpoints import checkpoint_dir, newest_usable
+from .run_folder import check_run_folder, default_run_dir, start_run_folder
 from .schedules import WindowSchedule, learning_rate
-
-
-class TrainingError(LayerzooError):
-    """A training run that cannot start as configured."""
 
 
 @dataclasses.dataclass
@@ -49,18 +46,23 @@ class RunResult:
 
 
 def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | Path | None = None,
-          resume: bool = False, progress: bool = True) -> RunResult:
+          resume: bool = False, overwrite: bool = False, progress: bool = True) -> RunResult:
     """Train `spec` (a name, path or Spec with a `training:` section) into run_dir.
 
-    run_dir defaults to training.out_dir, else runs/<spec name>; it receives metrics.jsonl and
-    checkpoints/step-N/. resume=True continues from its newest usable checkpoint.
+    run_dir defaults to training.out_dir, else runs/<spec name>; it receives spec.yaml (at the
+    start), metrics.jsonl and checkpoints/step-N/. A folder that holds anything needs resume=True
+    (continue from its newest usable checkpoint) or overwrite=True (replace the run's files).
     """
+    if resume and overwrite:
+        raise TrainingError("resume and overwrite exclude each other: continue the run, or replace it")
     spec = load_spec(spec, overrides)
     config = spec.training
     if config is None:
         raise TrainingError(f"spec {spec.name or spec.source} has no training: section to train with")
+    run_dir = Path(run_dir or config.out_dir or default_run_dir(spec))
+    check_run_folder(run_dir, resume, overwrite)  # on every rank, before any rank writes
     context = distributed.setup()
-    run_dir = Path(run_dir or config.out_dir or Path("runs") / (spec.name or "run"))
+    distributed.barrier(context)
     share = check_batch(config, context.world_size)
     torch.manual_seed(config.seed)  # identical initial weights on every rank
     model = build(spec).to(context.device)
@@ -70,8 +72,10 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
     if resume:
         checkpoint = newest_usable(run_dir, lambda folder: read_for_resume(folder, spec, model), report=context.is_main)
         if checkpoint is None:
-            raise TrainingError(f"{run_dir}: no checkpoint to resume from")
+            raise TrainingError(f"{run_dir}: no checkpoint to resume from; start over with --overwrite")
         load_weights(checkpoint, model)
+    if context.is_main:
+        start_run_folder(run_dir, spec, overwrite)
     wrapped = distributed.wrap(model, context, config.parallel)
     optimizer = make_optimizer(wrapped, config)
     start_step = 0 if checkpoint is None else load_training_state(checkpoint, wrapped, optimizer)["step"]

@@ -1,0 +1,56 @@
+"""A run folder holds one run: training into a used folder needs --resume or --overwrite."""
+
+import pytest
+
+from layerzoo import load_spec
+from layerzoo.cli import main
+from layerzoo.training.trainer import TrainingError, train
+from run_checks import checkpoint_steps, metric_records
+
+
+def test_a_used_run_folder_is_refused_without_resume_or_overwrite(tiny_spec, tmp_path, capsys):
+    run = str(tmp_path / "run")
+    command = ["train", str(tiny_spec), "--out", run, "--no-progress", "--set", "training.eval.lengths=[32]",
+               "--set", "training.checkpoint_every=2"]
+    assert main(command + ["--set", "training.steps=4"]) == 0
+    capsys.readouterr()
+    assert main(command + ["--set", "training.steps=2"]) == 2
+    error = capsys.readouterr().err
+    assert "already holds a run" in error and "--resume" in error and "--overwrite" in error, error
+    assert error.count("\n") == 1, error
+    assert main(command + ["--set", "training.steps=2", "--overwrite"]) == 0
+    assert checkpoint_steps(run) == [2]  # the older run's step 4 is gone: eval and --resume see this run
+    assert [record["step"] for record in metric_records(run) if "loss" in record] == [1, 2]
+
+
+def test_overwrite_keeps_files_that_are_not_a_runs(tiny_spec, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "notes.txt").write_text("mine")
+    with pytest.raises(TrainingError, match="is not empty"):
+        train(tiny_spec, ["training.steps=1"], run_dir=run, progress=False)
+    train(tiny_spec, ["training.steps=1"], run_dir=run, overwrite=True, progress=False)
+    assert (run / "notes.txt").read_text() == "mine" and checkpoint_steps(run) == [1]
+
+
+def test_resume_and_overwrite_exclude_each_other(tiny_spec, capsys):
+    with pytest.raises(SystemExit):
+        main(["train", str(tiny_spec), "--resume", "--overwrite"])
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_the_resolved_spec_is_written_in_the_run_folder(tiny_spec, tmp_path):
+    settings = ["training.steps=1", "training.optimizer.lr=0.02"]
+    train(tiny_spec, settings, run_dir=tmp_path / "run", progress=False)
+    assert load_spec(tmp_path / "run" / "spec.yaml").to_dict() == load_spec(tiny_spec, settings).to_dict()
+
+
+def test_a_spec_name_cannot_place_the_run_outside_runs(tiny_spec, tmp_path, monkeypatch):
+    working = tmp_path / "a" / "b"
+    working.mkdir(parents=True)
+    monkeypatch.chdir(working)
+    spec = load_spec(tiny_spec).to_dict()
+    spec["name"] = "../../x"
+    with pytest.raises(TrainingError, match=r"spec name '\.\./\.\./x' cannot name a folder under runs/"):
+        train(spec, ["training.steps=1"], progress=False)
+    assert not (tmp_path / "a" / "x").exists()
