@@ -1,9 +1,14 @@
-"""The checkpoints of a run folder: `checkpoints/step-N/`, newest first when loading, and an
-older one used when the newest cannot be."""
+"""The checkpoints of a run folder: `checkpoints/step-N/`, newest first when loading, the newest
+K kept when saving, and an older one used when the newest cannot be.
+
+A run folder's checkpoints describe one history: after step N is saved, checkpoints past N (left
+unusable before a resume went back to an older one) are removed with the surplus old ones.
+"""
 
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 from typing import Callable, TypeVar
 
@@ -49,6 +54,17 @@ def newest_usable(path: str | Path, load: Callable[[Path], Loaded], report: bool
             if report:
                 log.warning("layerzoo: %s; trying %s", error, candidates[index + 1].name)
     return None
+
+
+def prune_checkpoints(run_dir: str | Path, step: int, keep: int | None) -> None:
+    """After saving `step`: remove checkpoints past it, unfinished writes, and all but the newest
+    `keep` up to it (None: keep them all)."""
+    folders = run_checkpoints(run_dir)
+    past = [folder for folder in folders if step_of(folder) > step]
+    older = [folder for folder in folders if step_of(folder) <= step]
+    surplus = older[:-keep] if keep is not None else []
+    for folder in past + surplus + list((Path(run_dir) / "checkpoints").glob("*.partial")):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def step_of(folder: Path) -> int:

@@ -30,7 +30,7 @@ from .errors import TrainingError
 from .evaluate import evaluate, score
 from .metrics import MetricsLog
 from .resume import read_for_resume
-from .run_checkpoints import checkpoint_dir, newest_usable
+from .run_checkpoints import checkpoint_dir, newest_usable, prune_checkpoints
 from .run_folder import check_run_folder, default_run_dir, start_run_folder
 from .schedules import WindowSchedule, learning_rate
 
@@ -120,6 +120,8 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
         if (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0) or last:
             save_checkpoint(checkpoint_dir(run_dir, step + 1), wrapped, optimizer, spec, step + 1, metrics,
                             write=context.is_main)
+            if context.is_main:
+                prune_checkpoints(run_dir, step + 1, config.keep_checkpoints)
     bar.close()
     if windows.eval_window is not None:
         set_window(model, windows.eval_window)

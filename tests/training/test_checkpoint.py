@@ -1,3 +1,4 @@
+import os
 import shutil
 
 import pytest
@@ -50,11 +51,13 @@ def test_a_resumed_run_continues_the_same_run_and_metrics_hold_each_step_once(ti
     settings = ["training.steps=6", "training.checkpoint_every=3", "training.eval.every=2"]
     whole = train(tiny_spec, settings, run_dir=tmp_path / "whole", progress=False).run_dir
     interrupted = tmp_path / "interrupted"
-    shutil.copytree(whole, interrupted)  # as if killed after step 6's metrics, before its checkpoint
-    shutil.rmtree(interrupted / "checkpoints" / "step-00000006")
+    shutil.copytree(whole, interrupted)  # as if killed after step 6's metrics, while writing its checkpoint
+    os.replace(interrupted / "checkpoints" / "step-00000006", interrupted / "checkpoints" / "step-00000006.partial")
+    (interrupted / "checkpoints" / "step-00000005.partial").mkdir()  # and an earlier write cut short
     assert latest_checkpoint(interrupted).name == "step-00000003"
     train(tiny_spec, settings, run_dir=interrupted, resume=True, progress=False)
     assert_same_final_state(interrupted, whole)  # steps 4..6 recomputed, equal to the bit, logged once
+    assert sorted(path.name for path in (interrupted / "checkpoints").iterdir()) == ["step-00000003", "step-00000006"]
 
 
 def test_a_checkpoint_refuses_another_spec(tiny_spec, tmp_path):

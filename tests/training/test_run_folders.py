@@ -1,9 +1,11 @@
-"""A run folder holds one run: training into a used folder needs --resume or --overwrite."""
+"""A run folder holds one run: training into a used folder needs --resume or --overwrite,
+and checkpoints come every N steps with the newest K kept."""
 
 import pytest
 
-from layerzoo import load_spec
+from layerzoo import load_spec, shipped_specs
 from layerzoo.cli import main
+from layerzoo.training.config import TrainingConfig
 from layerzoo.training.trainer import TrainingError, train
 from run_checks import checkpoint_steps, metric_records
 
@@ -54,3 +56,17 @@ def test_a_spec_name_cannot_place_the_run_outside_runs(tiny_spec, tmp_path, monk
     with pytest.raises(TrainingError, match=r"spec name '\.\./\.\./x' cannot name a folder under runs/"):
         train(spec, ["training.steps=1"], progress=False)
     assert not (tmp_path / "a" / "x").exists()
+
+
+def test_checkpoints_come_every_n_steps_and_the_newest_k_are_kept(tiny_spec, tmp_path):
+    settings = ["training.steps=7", "training.checkpoint_every=2", "training.keep_checkpoints=2"]
+    train(tiny_spec, settings, run_dir=tmp_path / "run", progress=False)
+    assert checkpoint_steps(tmp_path / "run") == [6, 7]
+    train(tiny_spec, settings[:2] + ["training.keep_checkpoints=null"], run_dir=tmp_path / "all", progress=False)
+    assert checkpoint_steps(tmp_path / "all") == [2, 4, 6, 7]
+
+
+@pytest.mark.parametrize("name", [name for name in shipped_specs() if load_spec(name).training is not None])
+def test_every_training_run_checkpoints_by_default(name):
+    assert TrainingConfig().checkpoint_every == 500 and TrainingConfig().keep_checkpoints == 2
+    assert load_spec(name).training.checkpoint_every is not None
