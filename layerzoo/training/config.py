@@ -137,6 +137,12 @@ class TrainingConfig(Section):
             raise OptionError("curriculum.stage_steps", f"sums to {sum(stages)}, training.steps is {self.steps}")
 
 
+# The keys a resumed run may change: how often it logs, evaluates and checkpoints, where its folder
+# is, and how the global batch is split over micro-batches or sharded (rounding only). The rest
+# decides what is trained, and a resume with a different value is refused.
+RESUME_MAY_CHANGE = ("log_every", "checkpoint_every", "keep_checkpoints", "out_dir", "eval", "grad_accum", "parallel")
+
+
 def read_training(section: Any, locations: Locations, model: ModelConfig | None) -> TrainingConfig:
     """Validate a spec's `training:` mapping against its model (None: a Hugging Face base)."""
     path = ("training",)

@@ -60,6 +60,18 @@ def test_a_resumed_run_continues_the_same_run_and_metrics_hold_each_step_once(ti
     assert sorted(path.name for path in (interrupted / "checkpoints").iterdir()) == ["step-00000003", "step-00000006"]
 
 
+def test_resume_refuses_a_changed_training_section_but_its_safe_keys(tiny_spec, tmp_path):
+    settings = ["training.steps=4", "training.checkpoint_every=2"]
+    run_dir = train(tiny_spec, settings, run_dir=tmp_path / "run", progress=False).run_dir
+    shutil.rmtree(run_dir / "checkpoints" / "step-00000004")
+    with pytest.raises(CheckpointError, match=r"training\.optimizer\.lr is 0\.003 in the checkpoint, 0\.01 in the spec; "
+                                              r"a resumed run may change only .*log_every"):
+        train(tiny_spec, settings + ["training.optimizer.lr=1e-2"], run_dir=run_dir, resume=True, progress=False)
+    safe = ["training.log_every=2", "training.eval.samples=4", "training.keep_checkpoints=3", "training.grad_accum=2"]
+    train(tiny_spec, settings + safe, run_dir=run_dir, resume=True, progress=False)
+    assert latest_checkpoint(run_dir).name == "step-00000004"
+
+
 def test_a_checkpoint_refuses_another_spec(tiny_spec, tmp_path):
     spec, model, optimizer = trained(tiny_spec, tmp_path)
     save_checkpoint(tmp_path / "ckpt", model, optimizer, spec, step=2)
