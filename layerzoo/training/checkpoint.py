@@ -31,6 +31,7 @@ from torch.distributed.checkpoint.state_dict import (
 
 from ..errors import LayerzooError
 from ..specs import Spec, load_spec
+from .metrics import finite_or_null
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 FILES = ("spec.yaml", "model.safetensors", "trainer.json", "trainer.safetensors")
@@ -67,6 +68,9 @@ def save_checkpoint(directory: str | Path, model: torch.nn.Module, optimizer: to
     if not write:
         return
     directory = Path(directory)
+    bad = non_finite(weights)
+    if bad:
+        raise CheckpointError(f"{directory}: not written, weight {bad} holds non-finite values")
     partial = directory.with_name(directory.name + ".partial")  # a crash mid-write leaves no half checkpoint
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -74,8 +78,8 @@ def save_checkpoint(directory: str | Path, model: torch.nn.Module, optimizer: to
     tensors = {f"optimizer/{name}/{key}": value for name, state in optim["state"].items() for key, value in state.items()}
     tensors.update(rng_state())
     save_file({k: v.contiguous() for k, v in tensors.items()}, partial / "trainer.safetensors")
-    meta = {"step": step, "param_groups": optim["param_groups"], "metrics": metrics or {}}
-    (partial / "trainer.json").write_text(json.dumps(meta, indent=1))
+    meta = {"step": step, "param_groups": optim["param_groups"], "metrics": finite_or_null(metrics or {})}
+    (partial / "trainer.json").write_text(json.dumps(meta, indent=1, allow_nan=False))
     spec.save(partial / "spec.yaml")
     shutil.rmtree(directory, ignore_errors=True)
     os.replace(partial, directory)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
     run_dir defaults to training.out_dir, else runs/<spec name>; it receives spec.yaml (at the
     start), metrics.jsonl and checkpoints/step-N/. A folder that holds anything needs resume=True
     (continue from its newest usable checkpoint) or overwrite=True (replace the run's files).
+    A non-finite loss or gradient raises TrainingError before the weights are updated.
     """
     if resume and overwrite:
         raise TrainingError("resume and overwrite exclude each other: continue the run, or replace it")
@@ -86,7 +88,7 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
     log = MetricsLog(run_dir / "metrics.jsonl" if context.is_main else None, keep_through=start_step)
     bar = tqdm(total=config.steps, initial=start_step, unit="step", dynamic_ncols=True, mininterval=0.5,
                disable=not (progress and context.is_main))
-    started, tokens_seen, metrics = time.perf_counter(), 0, {}
+    started, tokens_seen, metrics, saved = time.perf_counter(), 0, {}, start_step or None
     for step in range(start_step, config.steps):
         window = windows.window(step)
         if window is not None:
@@ -100,6 +102,8 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
             group["lr"] = learning_rate(lr_step, lr_total, config.optimizer)
         batches = step_batches(task, config, step, seq_len, share, context)
         loss, correct, count, grad_norm = train_step(wrapped, optimizer, batches, config, context, autocast)
+        if not finite(loss, grad_norm):
+            raise TrainingError(diverged(step + 1, loss, grad_norm, saved and checkpoint_dir(run_dir, saved)))
         tokens_seen += config.batch_size * seq_len
         metrics = {"step": step + 1, "loss": loss, "accuracy": correct, "lr": optimizer.param_groups[0]["lr"],
                    "window": window, "seq_len": seq_len, "grad_norm": grad_norm,
@@ -118,19 +122,32 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
             if context.is_main and progress:
                 bar.write(f"step {step + 1}: eval loss {result['loss']:.4f}, accuracy {result['accuracy']:.3f}")
         if (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0) or last:
-            save_checkpoint(checkpoint_dir(run_dir, step + 1), wrapped, optimizer, spec, step + 1, metrics,
+            saved = step + 1
+            save_checkpoint(checkpoint_dir(run_dir, saved), wrapped, optimizer, spec, saved, metrics,
                             write=context.is_main)
             if context.is_main:
-                prune_checkpoints(run_dir, step + 1, config.keep_checkpoints)
+                prune_checkpoints(run_dir, saved, config.keep_checkpoints)
     bar.close()
     if windows.eval_window is not None:
         set_window(model, windows.eval_window)
     return RunResult(run_dir, model, spec, eval_task, metrics, context)
 
 
+def finite(*values: float) -> bool:
+    return all(math.isfinite(value) for value in values)
+
+
+def diverged(step: int, loss: float, grad_norm: float, last_checkpoint: Path | None) -> str:
+    """The one-line error of a step whose loss or gradient is not finite."""
+    last = f"the last checkpoint is {last_checkpoint}" if last_checkpoint else "no checkpoint was saved"
+    return (f"step {step}: non-finite loss or gradient (loss {loss:.4g}, grad norm {grad_norm:.4g}); stopped before "
+            f"updating the weights, {last}; try a lower training.optimizer.lr")
+
+
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batches: list[Batch], config: TrainingConfig,
                context: distributed.Context, autocast) -> tuple[float, float, float, float]:
-    """One optimizer step over this rank's micro-batches; returns global (loss, accuracy, tokens, grad norm)."""
+    """One optimizer step over this rank's micro-batches; returns global (loss, accuracy, tokens, grad norm).
+    A non-finite loss or gradient norm skips the update."""
     model.train()
     local = sum(batch.scored for batch in batches)
     (total,) = distributed.all_sum([float(local)], context, context.device)
@@ -143,11 +160,13 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batches: list
             (loss * scale).backward()
         loss_sum, correct = loss_sum + loss.item(), correct + hits.item()
     clip = config.optimizer.grad_clip
-    grad_norm = nn.utils.clip_grad_norm_(model.parameters(), clip if clip else float("inf"))
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    grad_norm = float(nn.utils.clip_grad_norm_(model.parameters(), clip if clip else float("inf")))
     loss_sum, correct = distributed.all_sum([loss_sum, correct], context, context.device)
-    return loss_sum / max(total, 1.0), correct / max(total, 1.0), total, float(grad_norm)
+    loss = loss_sum / max(total, 1.0)
+    if finite(loss, grad_norm):  # else the caller stops: weights stay as the last finite step left them
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss, correct / max(total, 1.0), total, grad_norm
 
 
 def step_batches(task: Task, config: TrainingConfig, step: int, seq_len: int, share: int,

@@ -1,5 +1,5 @@
 """A run folder holds one run: training into a used folder needs --resume or --overwrite,
-and checkpoints come every N steps with the newest K kept."""
+checkpoints come every N steps with the newest K kept, and the spec is written at the start."""
 
 import pytest
 
@@ -41,10 +41,12 @@ def test_resume_and_overwrite_exclude_each_other(tiny_spec, capsys):
     assert "not allowed with argument" in capsys.readouterr().err
 
 
-def test_the_resolved_spec_is_written_in_the_run_folder(tiny_spec, tmp_path):
-    settings = ["training.steps=1", "training.optimizer.lr=0.02"]
-    train(tiny_spec, settings, run_dir=tmp_path / "run", progress=False)
-    assert load_spec(tmp_path / "run" / "spec.yaml").to_dict() == load_spec(tiny_spec, settings).to_dict()
+def test_the_resolved_spec_is_written_when_the_run_starts(tiny_spec, tmp_path):
+    run = tmp_path / "run"
+    settings = ["training.steps=3", "training.optimizer.lr=1e30"]  # stops at its second step
+    with pytest.raises(TrainingError):
+        train(tiny_spec, settings, run_dir=run, progress=False)
+    assert load_spec(run / "spec.yaml").to_dict() == load_spec(tiny_spec, settings).to_dict()
 
 
 def test_a_spec_name_cannot_place_the_run_outside_runs(tiny_spec, tmp_path, monkeypatch):
