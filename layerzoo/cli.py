@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     except (LayerzooError, ValueError, OSError) as error:
         print(f"layerzoo: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as stop:  # training's says what it saved, and carries the signal's exit code
+        print(f"layerzoo: {stop or 'interrupted'}", file=sys.stderr)
+        return getattr(stop, "exit_code", 130)
 
 
 def list_specs(args: argparse.Namespace) -> int:
@@ -147,9 +150,11 @@ def train(args: argparse.Namespace) -> int:
 
     result = run(args.spec, args.overrides, run_dir=args.out, resume=args.resume, overwrite=args.overwrite,
                  progress=not args.no_progress)
-    autocast = autocast_context(result.spec.training.precision, result.context.device)
-    grid_report(result.model, result.spec, result.task, result.run_dir, context=result.context, autocast=autocast)
-    teardown(result.context)
+    try:
+        autocast = autocast_context(result.spec.training.precision, result.context.device)
+        grid_report(result.model, result.spec, result.task, result.run_dir, context=result.context, autocast=autocast)
+    finally:
+        teardown(result.context)
     return 0
 
 

@@ -124,7 +124,7 @@ class TrainingConfig(Section):
     curriculum: CurriculumConfig | None = None
     eval: EvalConfig = option(factory=EvalConfig)
     log_every: int = option(10, min=1)
-    checkpoint_every: int | None = option(500, min=1)  # null: at the last step only
+    checkpoint_every: int | None = option(500, min=1)  # null: at the last step only (and on SIGINT/SIGTERM)
     keep_checkpoints: int | None = option(2, min=1)  # the newest K; null: all
     out_dir: str | None = None  # null: runs/<spec name>
     parallel: Literal["ddp", "fsdp"] = "ddp"

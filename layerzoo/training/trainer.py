@@ -3,7 +3,8 @@
 Everything random is keyed by (seed, step, example index): the examples, the window of a step,
 the segment count. A resumed run and an N-process run therefore see exactly what one
 uninterrupted process with the same global batch sees; the loss of a step is normalised by the
-scored tokens of the whole global batch, so gradients match too.
+scored tokens of the whole global batch, so gradients match too. Saving checkpoints and noting
+signals draw no random numbers and change no arithmetic.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ from .config import TrainingConfig
 from .curriculum import Curriculum
 from .errors import TrainingError
 from .evaluate import evaluate, score
+from .interrupt import StopSignals, TrainingInterrupted
 from .metrics import MetricsLog
 from .resume import read_for_resume
 from .run_checkpoints import checkpoint_dir, newest_usable, prune_checkpoints
@@ -53,7 +56,8 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
     run_dir defaults to training.out_dir, else runs/<spec name>; it receives spec.yaml (at the
     start), metrics.jsonl and checkpoints/step-N/. A folder that holds anything needs resume=True
     (continue from its newest usable checkpoint) or overwrite=True (replace the run's files).
-    A non-finite loss or gradient raises TrainingError before the weights are updated.
+    SIGINT or SIGTERM saves a checkpoint after the current step and raises TrainingInterrupted;
+    a non-finite loss or gradient raises TrainingError before the weights are updated.
     """
     if resume and overwrite:
         raise TrainingError("resume and overwrite exclude each other: continue the run, or replace it")
@@ -89,48 +93,59 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
     bar = tqdm(total=config.steps, initial=start_step, unit="step", dynamic_ncols=True, mininterval=0.5,
                disable=not (progress and context.is_main))
     started, tokens_seen, metrics, saved = time.perf_counter(), 0, {}, start_step or None
-    for step in range(start_step, config.steps):
-        window = windows.window(step)
-        if window is not None:
-            set_window(model, window)
-        seq_len = config.seq_len
-        lr_step, lr_total = step, config.steps
-        if curriculum is not None:
-            seq_len = curriculum.seq_len(step)
-            lr_step, lr_total = curriculum.stage_progress(step)
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(lr_step, lr_total, config.optimizer)
-        batches = step_batches(task, config, step, seq_len, share, context)
-        loss, correct, count, grad_norm = train_step(wrapped, optimizer, batches, config, context, autocast)
-        if not finite(loss, grad_norm):
-            raise TrainingError(diverged(step + 1, loss, grad_norm, saved and checkpoint_dir(run_dir, saved)))
-        tokens_seen += config.batch_size * seq_len
-        metrics = {"step": step + 1, "loss": loss, "accuracy": correct, "lr": optimizer.param_groups[0]["lr"],
-                   "window": window, "seq_len": seq_len, "grad_norm": grad_norm,
-                   "tokens_per_s": tokens_seen / (time.perf_counter() - started)}
-        bar.update(1)
-        bar.set_postfix(loss=f"{loss:.3f}", acc=f"{correct:.3f}", tok_s=f"{metrics['tokens_per_s']:.0f}", refresh=False)
-        last = step + 1 == config.steps
-        if (step + 1) % config.log_every == 0 or last:
-            log.write(metrics)
-        if (step + 1) % config.eval.every == 0 or last:
-            with at_window(model, windows.eval_window):
-                result = evaluate(wrapped, eval_task, config.seq_len, config.eval.samples, config.seed + 1,
-                                  batch_size=config.eval.batch_size, context=context, autocast=autocast)
-            metrics.update({f"eval_{key}": value for key, value in result.items()})
-            log.write({"step": step + 1, **{f"eval_{key}": value for key, value in result.items()}})
-            if context.is_main and progress:
-                bar.write(f"step {step + 1}: eval loss {result['loss']:.4f}, accuracy {result['accuracy']:.3f}")
-        if (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0) or last:
-            saved = step + 1
-            save_checkpoint(checkpoint_dir(run_dir, saved), wrapped, optimizer, spec, saved, metrics,
-                            write=context.is_main)
-            if context.is_main:
-                prune_checkpoints(run_dir, saved, config.keep_checkpoints)
-    bar.close()
+    with bar, StopSignals() as signals:
+        for step in range(start_step, config.steps):
+            window = windows.window(step)
+            if window is not None:
+                set_window(model, window)
+            seq_len = config.seq_len
+            lr_step, lr_total = step, config.steps
+            if curriculum is not None:
+                seq_len = curriculum.seq_len(step)
+                lr_step, lr_total = curriculum.stage_progress(step)
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(lr_step, lr_total, config.optimizer)
+            batches = step_batches(task, config, step, seq_len, share, context)
+            loss, correct, count, grad_norm = train_step(wrapped, optimizer, batches, config, context, autocast)
+            if not finite(loss, grad_norm):
+                raise TrainingError(diverged(step + 1, loss, grad_norm, saved and checkpoint_dir(run_dir, saved)))
+            tokens_seen += config.batch_size * seq_len
+            metrics = {"step": step + 1, "loss": loss, "accuracy": correct, "lr": optimizer.param_groups[0]["lr"],
+                       "window": window, "seq_len": seq_len, "grad_norm": grad_norm,
+                       "tokens_per_s": tokens_seen / (time.perf_counter() - started)}
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.3f}", acc=f"{correct:.3f}", tok_s=f"{metrics['tokens_per_s']:.0f}", refresh=False)
+            last = step + 1 == config.steps
+            if (step + 1) % config.log_every == 0 or last:
+                log.write(metrics)
+            if (step + 1) % config.eval.every == 0 or last:
+                with at_window(model, windows.eval_window):
+                    result = evaluate(wrapped, eval_task, config.seq_len, config.eval.samples, config.seed + 1,
+                                      batch_size=config.eval.batch_size, context=context, autocast=autocast)
+                metrics.update({f"eval_{key}": value for key, value in result.items()})
+                log.write({"step": step + 1, **{f"eval_{key}": value for key, value in result.items()}})
+                if context.is_main and progress:
+                    bar.write(f"step {step + 1}: eval loss {result['loss']:.4f}, accuracy {result['accuracy']:.3f}")
+            stop = stop_requested(signals, context)
+            if (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0) or last or stop:
+                saved = step + 1
+                save_checkpoint(checkpoint_dir(run_dir, saved), wrapped, optimizer, spec, saved, metrics,
+                                write=context.is_main)
+                if context.is_main:
+                    prune_checkpoints(run_dir, saved, config.keep_checkpoints)
+            if stop:
+                raise TrainingInterrupted(f"interrupted by {stop.name} after step {saved}; saved "
+                                          f"{checkpoint_dir(run_dir, saved)}; continue with --resume", stop)
     if windows.eval_window is not None:
         set_window(model, windows.eval_window)
     return RunResult(run_dir, model, spec, eval_task, metrics, context)
+
+
+def stop_requested(signals: StopSignals, context: distributed.Context):
+    """The signal that asks to stop after this step (SIGTERM when it reached another rank), or None.
+    Every rank agrees, so that all of them save the same step and stop."""
+    (count,) = distributed.all_sum([float(signals.received is not None)], context, context.device)
+    return signals.received or (signal.SIGTERM if count else None)
 
 
 def finite(*values: float) -> bool:
