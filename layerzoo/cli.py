@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     except (LayerzooError, ValueError, OSError) as error:
         print(f"layerzoo: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as stop:  # training's says what it saved, and carries the signal's exit code
+        print(f"layerzoo: {stop or 'interrupted'}", file=sys.stderr)
+        return getattr(stop, "exit_code", 130)
 
 
 def list_specs(args: argparse.Namespace) -> int:
@@ -62,6 +65,7 @@ def describe(args: argparse.Namespace) -> int:
     from .registry import get_mixer
     from .specs import load_spec
 
+    check_at_least_one("--seq-len", args.seq_len)
     spec = load_spec(args.spec, args.overrides)
     if args.dump:
         print(spec.to_yaml(), end="")
@@ -101,6 +105,13 @@ def describe(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_at_least_one(flag: str, value: int | list[int] | None) -> None:
+    """A size or count flag (None: not given) must be >= 1; a ValueError naming the flag otherwise."""
+    for item in value if isinstance(value, list) else [] if value is None else [value]:
+        if item < 1:
+            raise ValueError(f"{flag} must be >= 1, got {item}")
+
+
 def count(module) -> int:
     return sum(p.numel() for p in module.parameters())
 
@@ -118,7 +129,10 @@ def add_training_commands(commands) -> None:
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a spec value, e.g. --set training.steps=100 (repeatable)")
     train.add_argument("--out", help="run folder (default: training.out_dir, else runs/<spec name>)")
-    train.add_argument("--resume", action="store_true", help="continue from the run folder's latest checkpoint")
+    used = train.add_mutually_exclusive_group()  # a run folder that holds anything needs one of them
+    used.add_argument("--resume", action="store_true", help="continue the run folder's run from its newest usable checkpoint")
+    used.add_argument("--overwrite", action="store_true",
+                      help="replace the run folder's run (its spec, metrics, checkpoints and reports; other files stay)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     evaluate = commands.add_parser("eval", help="length x depth accuracy of a checkpoint: table, JSON and heatmap PNG")
     evaluate.add_argument("checkpoint", help="a checkpoint folder, or a run folder (its latest checkpoint)")
@@ -134,10 +148,13 @@ def train(args: argparse.Namespace) -> int:
     from .training.report import grid_report
     from .training.trainer import autocast_context, train as run
 
-    result = run(args.spec, args.overrides, run_dir=args.out, resume=args.resume, progress=not args.no_progress)
-    autocast = autocast_context(result.spec.training.precision, result.context.device)
-    grid_report(result.model, result.spec, result.task, result.run_dir, context=result.context, autocast=autocast)
-    teardown(result.context)
+    result = run(args.spec, args.overrides, run_dir=args.out, resume=args.resume, overwrite=args.overwrite,
+                 progress=not args.no_progress)
+    try:
+        autocast = autocast_context(result.spec.training.precision, result.context.device)
+        grid_report(result.model, result.spec, result.task, result.run_dir, context=result.context, autocast=autocast)
+    finally:
+        teardown(result.context)
     return 0
 
 
@@ -147,26 +164,32 @@ def evaluate(args: argparse.Namespace) -> int:
 
     from .assemblies import build
     from .tasks import make_task
-    from .training.checkpoint import CheckpointError, checkpoint_spec, latest_checkpoint, load_weights
+    from .training.checkpoint import CheckpointError, load_weights, read_checkpoint
     from .training.report import grid_report
+    from .training.run_checkpoints import newest_usable
 
-    checkpoint = latest_checkpoint(args.checkpoint)
-    if checkpoint is None:
-        raise CheckpointError(f"{args.checkpoint}: no checkpoint there (expected trainer.json or checkpoints/step-*)")
-    spec = checkpoint_spec(checkpoint)
-    if spec.training is None:
-        raise CheckpointError(f"{checkpoint}: its spec has no training: section naming a task")
-    for name, values in (("--lengths", args.lengths or []), ("--samples", [args.samples or 1]), ("--window", [args.window or 1])):
-        if any(value < 1 for value in values):
-            raise ValueError(f"{name} must be >= 1, got {values}")
+    for flag in ("lengths", "samples", "window"):
+        check_at_least_one(f"--{flag}", getattr(args, flag))
     if any(not 0 <= depth <= 1 for depth in args.depths or []):
         raise ValueError(f"--depths must lie in [0, 1], got {args.depths}")
-    model = build(spec)
-    load_weights(checkpoint, model)
+
+    def load(folder: Path):
+        checkpoint = read_checkpoint(folder, training_state=False)
+        model = build(checkpoint.spec)
+        load_weights(checkpoint, model)
+        return checkpoint, model
+
+    loaded = newest_usable(args.checkpoint, load)
+    if loaded is None:
+        raise CheckpointError(f"{args.checkpoint}: no checkpoint there (expected trainer.json or checkpoints/step-*)")
+    checkpoint, model = loaded
+    spec = checkpoint.spec
+    if spec.training is None:
+        raise CheckpointError(f"{checkpoint.directory}: its spec has no training: section naming a task")
     task = make_task(spec.training.task.name, spec.training.task.options, spec.model.vocab_size)
     if hasattr(task, "split"):
         task = dataclasses.replace(task, split="eval")  # held-out text
-    out = Path(args.out) if args.out else checkpoint.parent.parent
+    out = Path(args.out) if args.out else checkpoint.directory.parent.parent
     grid_report(model, spec, task, out, lengths=args.lengths, depths=args.depths, window=args.window, samples=args.samples)
     return 0
 

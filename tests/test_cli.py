@@ -33,6 +33,7 @@ def test_describe_applies_overrides_and_dumps(capsys):
     (["describe", "swa-ful"], "did you mean 'swa-full'"),
     (["describe", "swa-tiny", "--set", "model.mixers.swa.windw=3"], "did you mean 'window'"),
     (["describe", "nothere.yaml"], "no such spec file"),
+    (["describe", "swa-tiny", "--seq-len", "-5"], "--seq-len must be >= 1, got -5"),
 ])
 def test_errors_are_one_line_without_traceback(argv, words):
     result = subprocess.run([sys.executable, "-m", "layerzoo.cli", *argv], capture_output=True, text=True)

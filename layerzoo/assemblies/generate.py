@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -19,8 +21,10 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, temperature
     """
     if input_ids.dim() != 2 or input_ids.shape[1] == 0:
         raise ValueError(f"input_ids must be (batch, length >= 1), got shape {tuple(input_ids.shape)}")
-    if max_new_tokens < 0 or temperature < 0 or (top_k is not None and top_k < 1):
-        raise ValueError("max_new_tokens and temperature must be >= 0 and top_k >= 1")
+    if not (math.isfinite(temperature) and temperature >= 0):
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+    if max_new_tokens < 0 or (top_k is not None and top_k < 1):
+        raise ValueError(f"max_new_tokens must be >= 0 and top_k >= 1, got {max_new_tokens} and {top_k}")
     state = None
     chunk = prefill_chunk_size or input_ids.shape[1]
     for piece in input_ids.split(chunk, dim=1):
@@ -37,7 +41,10 @@ def _pick(logits: torch.Tensor, temperature: float, top_k: int | None, generator
     """logits (B, V) -> next tokens (B, 1)."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
-    logits = logits / temperature
+    # Measured from the largest logit, a tiny temperature sends the others to -inf instead of
+    # overflowing to inf; below the dtype's smallest normal number it would round to 0, so it stops there.
+    temperature = max(temperature, torch.finfo(logits.dtype).tiny)
+    logits = (logits - logits.amax(dim=-1, keepdim=True)) / temperature
     if top_k is not None:
         kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))

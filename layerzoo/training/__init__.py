@@ -11,9 +11,9 @@ import importlib
 from .config import TrainingConfig
 
 _LAZY = {
-    "train": "trainer", "TrainingError": "trainer", "RunResult": "trainer",
-    "save_checkpoint": "checkpoint", "load_weights": "checkpoint", "latest_checkpoint": "checkpoint",
-    "CheckpointError": "checkpoint", "evaluate": "evaluate", "evaluate_grid": "evaluate",
+    "train": "trainer", "TrainingError": "errors", "RunResult": "trainer", "TrainingInterrupted": "interrupt",
+    "save_checkpoint": "checkpoint", "load_weights": "checkpoint", "latest_checkpoint": "run_checkpoints",
+    "CheckpointError": "checkpoint", "UnusableCheckpoint": "checkpoint", "evaluate": "evaluate", "evaluate_grid": "evaluate",
     "grid_report": "report", "plot_heatmap": "heatmap",
 }
 

@@ -124,7 +124,8 @@ class TrainingConfig(Section):
     curriculum: CurriculumConfig | None = None
     eval: EvalConfig = option(factory=EvalConfig)
     log_every: int = option(10, min=1)
-    checkpoint_every: int | None = option(None, min=1)
+    checkpoint_every: int | None = option(500, min=1)  # null: at the last step only (and on SIGINT/SIGTERM)
+    keep_checkpoints: int | None = option(2, min=1)  # the newest K; null: all
     out_dir: str | None = None  # null: runs/<spec name>
     parallel: Literal["ddp", "fsdp"] = "ddp"
 
@@ -134,6 +135,12 @@ class TrainingConfig(Section):
         stages = None if self.curriculum is None else self.curriculum.stage_steps
         if stages is not None and sum(stages) != self.steps:
             raise OptionError("curriculum.stage_steps", f"sums to {sum(stages)}, training.steps is {self.steps}")
+
+
+# The keys a resumed run may change: how often it logs, evaluates and checkpoints, where its folder
+# is, and how the global batch is split over micro-batches or sharded (rounding only). The rest
+# decides what is trained, and a resume with a different value is refused.
+RESUME_MAY_CHANGE = ("log_every", "checkpoint_every", "keep_checkpoints", "out_dir", "eval", "grad_accum", "parallel")
 
 
 def read_training(section: Any, locations: Locations, model: ModelConfig | None) -> TrainingConfig:

@@ -50,6 +50,12 @@ def teardown(context: Context) -> None:
         dist.destroy_process_group()
 
 
+def barrier(context: Context) -> None:
+    """Wait until every rank is here (a no-op in one process)."""
+    if context.distributed:
+        dist.barrier()
+
+
 def wrap(model: nn.Module, context: Context, strategy: str) -> nn.Module:
     """DDP (replicated weights, averaged gradients) or FSDP2 fully_shard (each block sharded)."""
     if not context.distributed:

@@ -17,14 +17,15 @@ from .heatmap import plot_heatmap
 def grid_report(model: nn.Module, spec: Spec, task: Task, out_dir: str | Path, *, lengths: list[int] | None = None,
                 depths: list[float] | None = None, window: int | None = None, samples: int | None = None,
                 context: Context = LOCAL, autocast=None) -> dict:
-    """Evaluate the grid (defaults from the spec's training.eval), print the table, write
+    """Evaluate the grid (None: the spec's training.eval value), print the table, write
     <out_dir>/eval-window<W>.json and .png (rank 0 only); returns the grid."""
     config = spec.training.eval
-    lengths = list(lengths or config.lengths or [spec.training.seq_len])
-    depths = list(depths or config.depths)
-    window = window or config.window or spec.training.window.long
+    lengths = list((config.lengths or [spec.training.seq_len]) if lengths is None else lengths)
+    depths = list(config.depths if depths is None else depths)
+    window = (config.window or spec.training.window.long) if window is None else window
+    samples = config.samples if samples is None else samples
     extra = {} if autocast is None else {"autocast": autocast}
-    grid = evaluate_grid(model, task, lengths, depths, samples or config.samples, spec.training.seed + 2,
+    grid = evaluate_grid(model, task, lengths, depths, samples, spec.training.seed + 2,
                          window=window, batch_size=config.batch_size, context=context, **extra)
     if context.is_main:
         out_dir = Path(out_dir)

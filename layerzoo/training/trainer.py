@@ -3,14 +3,16 @@
 Everything random is keyed by (seed, step, example index): the examples, the window of a step,
 the segment count. A resumed run and an N-process run therefore see exactly what one
 uninterrupted process with the same global batch sees; the loss of a step is normalised by the
-scored tokens of the whole global batch, so gradients match too.
+scored tokens of the whole global batch, so gradients match too. Saving checkpoints and noting
+signals draw no random numbers and change no arithmetic.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
+import math
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -20,20 +22,21 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..assemblies import build
-from ..errors import LayerzooError
 from ..mixers import at_window, set_window
 from ..specs import Spec, load_spec
 from ..tasks import Batch, Task, example_seed, make_task
 from . import distributed
-from .checkpoint import checkpoint_dir, latest_checkpoint, load_training_state, load_weights, save_checkpoint
+from .checkpoint import load_training_state, load_weights, save_checkpoint
 from .config import TrainingConfig
 from .curriculum import Curriculum
+from .errors import TrainingError
 from .evaluate import evaluate, score
+from .interrupt import StopSignals, TrainingInterrupted
+from .metrics import MetricsLog
+from .resume import read_for_resume
+from .run_checkpoints import checkpoint_dir, newest_usable, prune_checkpoints
+from .run_folder import check_run_folder, default_run_dir, start_run_folder
 from .schedules import WindowSchedule, learning_rate
-
-
-class TrainingError(LayerzooError):
-    """A training run that cannot start as configured."""
 
 
 @dataclasses.dataclass
@@ -47,82 +50,119 @@ class RunResult:
 
 
 def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | Path | None = None,
-          resume: bool = False, progress: bool = True) -> RunResult:
+          resume: bool = False, overwrite: bool = False, progress: bool = True) -> RunResult:
     """Train `spec` (a name, path or Spec with a `training:` section) into run_dir.
 
-    run_dir defaults to training.out_dir, else runs/<spec name>; it receives metrics.jsonl and
-    checkpoints/step-N/. resume=True continues from its latest checkpoint.
+    run_dir defaults to training.out_dir, else runs/<spec name>; it receives spec.yaml (at the
+    start), metrics.jsonl and checkpoints/step-N/. A folder that holds anything needs resume=True
+    (continue from its newest usable checkpoint) or overwrite=True (replace the run's files).
+    SIGINT or SIGTERM saves a checkpoint after the current step and raises TrainingInterrupted;
+    a non-finite loss or gradient raises TrainingError before the weights are updated.
     """
+    if resume and overwrite:
+        raise TrainingError("resume and overwrite exclude each other: continue the run, or replace it")
     spec = load_spec(spec, overrides)
     config = spec.training
     if config is None:
         raise TrainingError(f"spec {spec.name or spec.source} has no training: section to train with")
+    run_dir = Path(run_dir or config.out_dir or default_run_dir(spec))
+    check_run_folder(run_dir, resume, overwrite)  # on every rank, before any rank writes
     context = distributed.setup()
-    run_dir = Path(run_dir or config.out_dir or Path("runs") / (spec.name or "run"))
+    distributed.barrier(context)
     share = check_batch(config, context.world_size)
     torch.manual_seed(config.seed)  # identical initial weights on every rank
     model = build(spec).to(context.device)
     task = make_task(config.task.name, config.task.options, spec.model.vocab_size)
     eval_task = dataclasses.replace(task, split="eval") if hasattr(task, "split") else task
-    start_step, checkpoint = 0, None
+    checkpoint = None
     if resume:
-        checkpoint = latest_checkpoint(run_dir)
+        checkpoint = newest_usable(run_dir, lambda folder: read_for_resume(folder, spec, model), report=context.is_main)
         if checkpoint is None:
-            raise TrainingError(f"{run_dir}: no checkpoint to resume from")
-        load_weights(checkpoint, model, spec)
+            raise TrainingError(f"{run_dir}: no checkpoint to resume from; start over with --overwrite")
+        load_weights(checkpoint, model)
+    if context.is_main:
+        start_run_folder(run_dir, spec, overwrite)
     wrapped = distributed.wrap(model, context, config.parallel)
     optimizer = make_optimizer(wrapped, config)
-    if checkpoint is not None:
-        start_step = load_training_state(checkpoint, wrapped, optimizer)["step"]
+    start_step = 0 if checkpoint is None else load_training_state(checkpoint, wrapped, optimizer)["step"]
+    del checkpoint  # its tensors are loaded; do not hold a second copy through training
     windows = WindowSchedule(config.window, config.steps, config.seed)
     curriculum = make_curriculum(config, model)
     autocast = autocast_context(config.precision, context.device)
-    log = MetricsLog(run_dir / "metrics.jsonl" if context.is_main else None, append=resume)
+    log = MetricsLog(run_dir / "metrics.jsonl" if context.is_main else None, keep_through=start_step)
     bar = tqdm(total=config.steps, initial=start_step, unit="step", dynamic_ncols=True, mininterval=0.5,
                disable=not (progress and context.is_main))
-    started, tokens_seen, metrics = time.perf_counter(), 0, {}
-    for step in range(start_step, config.steps):
-        window = windows.window(step)
-        if window is not None:
-            set_window(model, window)
-        seq_len = config.seq_len
-        lr_step, lr_total = step, config.steps
-        if curriculum is not None:
-            seq_len = curriculum.seq_len(step)
-            lr_step, lr_total = curriculum.stage_progress(step)
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(lr_step, lr_total, config.optimizer)
-        batches = step_batches(task, config, step, seq_len, share, context)
-        loss, correct, count, grad_norm = train_step(wrapped, optimizer, batches, config, context, autocast)
-        tokens_seen += config.batch_size * seq_len
-        metrics = {"step": step + 1, "loss": loss, "accuracy": correct, "lr": optimizer.param_groups[0]["lr"],
-                   "window": window, "seq_len": seq_len, "grad_norm": grad_norm,
-                   "tokens_per_s": tokens_seen / (time.perf_counter() - started)}
-        bar.update(1)
-        bar.set_postfix(loss=f"{loss:.3f}", acc=f"{correct:.3f}", tok_s=f"{metrics['tokens_per_s']:.0f}", refresh=False)
-        last = step + 1 == config.steps
-        if (step + 1) % config.log_every == 0 or last:
-            log.write(metrics)
-        if (step + 1) % config.eval.every == 0 or last:
-            with at_window(model, windows.eval_window):
-                result = evaluate(wrapped, eval_task, config.seq_len, config.eval.samples, config.seed + 1,
-                                  batch_size=config.eval.batch_size, context=context, autocast=autocast)
-            metrics.update({f"eval_{key}": value for key, value in result.items()})
-            log.write({"step": step + 1, **{f"eval_{key}": value for key, value in result.items()}})
-            if context.is_main and progress:
-                bar.write(f"step {step + 1}: eval loss {result['loss']:.4f}, accuracy {result['accuracy']:.3f}")
-        if (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0) or last:
-            save_checkpoint(checkpoint_dir(run_dir, step + 1), wrapped, optimizer, spec, step + 1, metrics,
-                            write=context.is_main)
-    bar.close()
+    started, tokens_seen, metrics, saved = time.perf_counter(), 0, {}, start_step or None
+    with bar, StopSignals() as signals:
+        for step in range(start_step, config.steps):
+            window = windows.window(step)
+            if window is not None:
+                set_window(model, window)
+            seq_len = config.seq_len
+            lr_step, lr_total = step, config.steps
+            if curriculum is not None:
+                seq_len = curriculum.seq_len(step)
+                lr_step, lr_total = curriculum.stage_progress(step)
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(lr_step, lr_total, config.optimizer)
+            batches = step_batches(task, config, step, seq_len, share, context)
+            loss, correct, count, grad_norm = train_step(wrapped, optimizer, batches, config, context, autocast)
+            if not finite(loss, grad_norm):
+                raise TrainingError(diverged(step + 1, loss, grad_norm, saved and checkpoint_dir(run_dir, saved)))
+            tokens_seen += config.batch_size * seq_len
+            metrics = {"step": step + 1, "loss": loss, "accuracy": correct, "lr": optimizer.param_groups[0]["lr"],
+                       "window": window, "seq_len": seq_len, "grad_norm": grad_norm,
+                       "tokens_per_s": tokens_seen / (time.perf_counter() - started)}
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.3f}", acc=f"{correct:.3f}", tok_s=f"{metrics['tokens_per_s']:.0f}", refresh=False)
+            last = step + 1 == config.steps
+            if (step + 1) % config.log_every == 0 or last:
+                log.write(metrics)
+            if (step + 1) % config.eval.every == 0 or last:
+                with at_window(model, windows.eval_window):
+                    result = evaluate(wrapped, eval_task, config.seq_len, config.eval.samples, config.seed + 1,
+                                      batch_size=config.eval.batch_size, context=context, autocast=autocast)
+                metrics.update({f"eval_{key}": value for key, value in result.items()})
+                log.write({"step": step + 1, **{f"eval_{key}": value for key, value in result.items()}})
+                if context.is_main and progress:
+                    bar.write(f"step {step + 1}: eval loss {result['loss']:.4f}, accuracy {result['accuracy']:.3f}")
+            stop = stop_requested(signals, context)
+            if (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0) or last or stop:
+                saved = step + 1
+                save_checkpoint(checkpoint_dir(run_dir, saved), wrapped, optimizer, spec, saved, metrics,
+                                write=context.is_main)
+                if context.is_main:
+                    prune_checkpoints(run_dir, saved, config.keep_checkpoints)
+            if stop:
+                raise TrainingInterrupted(f"interrupted by {stop.name} after step {saved}; saved "
+                                          f"{checkpoint_dir(run_dir, saved)}; continue with --resume", stop)
     if windows.eval_window is not None:
         set_window(model, windows.eval_window)
     return RunResult(run_dir, model, spec, eval_task, metrics, context)
 
 
+def stop_requested(signals: StopSignals, context: distributed.Context):
+    """The signal that asks to stop after this step (SIGTERM when it reached another rank), or None.
+    Every rank agrees, so that all of them save the same step and stop."""
+    (count,) = distributed.all_sum([float(signals.received is not None)], context, context.device)
+    return signals.received or (signal.SIGTERM if count else None)
+
+
+def finite(*values: float) -> bool:
+    return all(math.isfinite(value) for value in values)
+
+
+def diverged(step: int, loss: float, grad_norm: float, last_checkpoint: Path | None) -> str:
+    """The one-line error of a step whose loss or gradient is not finite."""
+    last = f"the last checkpoint is {last_checkpoint}" if last_checkpoint else "no checkpoint was saved"
+    return (f"step {step}: non-finite loss or gradient (loss {loss:.4g}, grad norm {grad_norm:.4g}); stopped before "
+            f"updating the weights, {last}; try a lower training.optimizer.lr")
+
+
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batches: list[Batch], config: TrainingConfig,
                context: distributed.Context, autocast) -> tuple[float, float, float, float]:
-    """One optimizer step over this rank's micro-batches; returns global (loss, accuracy, tokens, grad norm)."""
+    """One optimizer step over this rank's micro-batches; returns global (loss, accuracy, tokens, grad norm).
+    A non-finite loss or gradient norm skips the update."""
     model.train()
     local = sum(batch.scored for batch in batches)
     (total,) = distributed.all_sum([float(local)], context, context.device)
@@ -135,11 +175,13 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batches: list
             (loss * scale).backward()
         loss_sum, correct = loss_sum + loss.item(), correct + hits.item()
     clip = config.optimizer.grad_clip
-    grad_norm = nn.utils.clip_grad_norm_(model.parameters(), clip if clip else float("inf"))
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    grad_norm = float(nn.utils.clip_grad_norm_(model.parameters(), clip if clip else float("inf")))
     loss_sum, correct = distributed.all_sum([loss_sum, correct], context, context.device)
-    return loss_sum / max(total, 1.0), correct / max(total, 1.0), total, float(grad_norm)
+    loss = loss_sum / max(total, 1.0)
+    if finite(loss, grad_norm):  # else the caller stops: weights stay as the last finite step left them
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss, correct / max(total, 1.0), total, grad_norm
 
 
 def step_batches(task: Task, config: TrainingConfig, step: int, seq_len: int, share: int,
@@ -187,19 +229,3 @@ def autocast_context(precision: str, device: torch.device):
     use_bf16 = precision == "bf16" or (
         precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported())
     return torch.autocast(device.type, dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
-
-
-class MetricsLog:
-    """One JSON object per line; a None path (ranks other than 0) writes nothing."""
-
-    def __init__(self, path: Path | None, append: bool):
-        self.path = path
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if not append:
-                path.write_text("")
-
-    def write(self, record: dict[str, Any]) -> None:
-        if self.path is not None:
-            with self.path.open("a") as file:
-                file.write(json.dumps(record) + "\n")

@@ -1,4 +1,4 @@
-import json
+import os
 import shutil
 
 import pytest
@@ -6,14 +6,11 @@ import torch
 
 import layerzoo
 from layerzoo.training.checkpoint import (
-    CheckpointError, checkpoint_spec, latest_checkpoint, load_training_state, load_weights, save_checkpoint,
+    CheckpointError, checkpoint_spec, load_training_state, load_weights, save_checkpoint,
 )
+from layerzoo.training.run_checkpoints import latest_checkpoint
 from layerzoo.training.trainer import make_optimizer, train
-
-
-def losses(run_dir):
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return {r["step"]: r["loss"] for r in records if "loss" in r}
+from run_checks import assert_same_final_state
 
 
 def trained(spec_path, tmp_path):
@@ -50,15 +47,29 @@ def test_round_trip_is_bit_exact(tiny_spec, tmp_path):
             assert torch.equal(value, after["state"][index][key]), (index, key)
 
 
-def test_a_resumed_run_continues_the_same_loss_curve(tiny_spec, tmp_path):
-    settings = ["training.steps=6", "training.checkpoint_every=3"]
+def test_a_resumed_run_continues_the_same_run_and_metrics_hold_each_step_once(tiny_spec, tmp_path):
+    settings = ["training.steps=6", "training.checkpoint_every=3", "training.eval.every=2"]
     whole = train(tiny_spec, settings, run_dir=tmp_path / "whole", progress=False).run_dir
     interrupted = tmp_path / "interrupted"
-    shutil.copytree(whole, interrupted)
-    shutil.rmtree(interrupted / "checkpoints" / "step-00000006")
+    shutil.copytree(whole, interrupted)  # as if killed after step 6's metrics, while writing its checkpoint
+    os.replace(interrupted / "checkpoints" / "step-00000006", interrupted / "checkpoints" / "step-00000006.partial")
+    (interrupted / "checkpoints" / "step-00000005.partial").mkdir()  # and an earlier write cut short
     assert latest_checkpoint(interrupted).name == "step-00000003"
     train(tiny_spec, settings, run_dir=interrupted, resume=True, progress=False)
-    assert losses(interrupted) == losses(whole)  # steps 4..6 recomputed, equal to the bit
+    assert_same_final_state(interrupted, whole)  # steps 4..6 recomputed, equal to the bit, logged once
+    assert sorted(path.name for path in (interrupted / "checkpoints").iterdir()) == ["step-00000003", "step-00000006"]
+
+
+def test_resume_refuses_a_changed_training_section_but_its_safe_keys(tiny_spec, tmp_path):
+    settings = ["training.steps=4", "training.checkpoint_every=2"]
+    run_dir = train(tiny_spec, settings, run_dir=tmp_path / "run", progress=False).run_dir
+    shutil.rmtree(run_dir / "checkpoints" / "step-00000004")
+    with pytest.raises(CheckpointError, match=r"training\.optimizer\.lr is 0\.003 in the checkpoint, 0\.01 in the spec; "
+                                              r"a resumed run may change only .*log_every"):
+        train(tiny_spec, settings + ["training.optimizer.lr=1e-2"], run_dir=run_dir, resume=True, progress=False)
+    safe = ["training.log_every=2", "training.eval.samples=4", "training.keep_checkpoints=3", "training.grad_accum=2"]
+    train(tiny_spec, settings + safe, run_dir=run_dir, resume=True, progress=False)
+    assert latest_checkpoint(run_dir).name == "step-00000004"
 
 
 def test_a_checkpoint_refuses_another_spec(tiny_spec, tmp_path):

@@ -34,12 +34,15 @@ def test_bad_input_is_one_line(argv, words, tiny_spec, capsys):
     assert words in error and error.count("\n") == 1, error
 
 
-def test_eval_rejects_bad_depths(tiny_spec, tmp_path, capsys):
+def test_eval_rejects_bad_flags_in_one_line(tiny_spec, tmp_path, capsys):
     run_dir = tmp_path / "run"
     assert main(["train", str(tiny_spec), "--set", "training.steps=1", "--out", str(run_dir), "--no-progress"]) == 0
-    capsys.readouterr()
-    assert main(["eval", str(run_dir), "--depths", "1.5"]) == 2
-    assert "--depths must lie in [0, 1]" in capsys.readouterr().err
+    for flags, words in ((["--depths", "1.5"], "--depths must lie in [0, 1]"), (["--window", "0"], "--window must be >= 1"),
+                         (["--samples", "0"], "--samples must be >= 1"), (["--lengths", "64", "-2"], "--lengths must be >= 1")):
+        capsys.readouterr()
+        assert main(["eval", str(run_dir), *flags]) == 2, flags
+        error = capsys.readouterr().err
+        assert words in error and error.count("\n") == 1, error
 
 
 def test_the_main_job_spec_trains_and_reports(tmp_path, capsys):

@@ -1,0 +1,58 @@
+"""A run folder holds one run: spec.yaml (written when the run starts), metrics.jsonl,
+checkpoints/ and the eval-window* reports.
+
+Training into a folder that holds anything needs `resume` (continue the run that is there) or
+`overwrite` (remove that run's files first; files that are not a run's are left alone), so two
+runs never mix: mixed, the older run's higher-numbered checkpoint would be the one loaded.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ..specs import Spec
+from .errors import TrainingError
+
+RUN_FILES = ("spec.yaml", "metrics.jsonl", "metrics.jsonl.partial", "checkpoints", "eval-window*.json", "eval-window*.png")
+
+
+def default_run_dir(spec: Spec) -> Path:
+    """runs/<spec name>; a name that is not one plain folder name (`../x`, `a/b`) is refused."""
+    name = spec.name or "run"
+    if name in (".", "..") or Path(name).name != name:
+        raise TrainingError(f"spec name {name!r} cannot name a folder under runs/; give the spec a plain name "
+                            "or choose the run folder with --out")
+    return Path("runs") / name
+
+
+def check_run_folder(run_dir: Path, resume: bool, overwrite: bool) -> None:
+    """Refuse to start a new run in a folder that holds anything, unless resuming or overwriting."""
+    if resume or overwrite or not run_dir.exists():
+        return
+    if not run_dir.is_dir():
+        raise TrainingError(f"{run_dir} is a file, not a run folder")
+    ours = sorted(path.name for path in run_files(run_dir))
+    if ours:
+        raise TrainingError(f"{run_dir} already holds a run ({', '.join(ours[:4])}); continue it with --resume, "
+                            "replace it with --overwrite, or choose another --out")
+    others = sorted(path.name for path in run_dir.iterdir())
+    if others:
+        raise TrainingError(f"{run_dir} is not empty ({', '.join(others[:3])}); choose another --out, or train "
+                            "there with --overwrite (it removes only a run's files)")
+
+
+def start_run_folder(run_dir: Path, spec: Spec, overwrite: bool) -> None:
+    """Remove the previous run's files when overwriting, then write the resolved spec."""
+    if overwrite and run_dir.is_dir():
+        for path in run_files(run_dir):
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    spec.save(run_dir / "spec.yaml")
+
+
+def run_files(run_dir: Path) -> list[Path]:
+    return [path for pattern in RUN_FILES for path in run_dir.glob(pattern)]
