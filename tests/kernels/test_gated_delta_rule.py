@@ -9,12 +9,15 @@ from __future__ import annotations
 import functools
 import logging
 import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
+from torch.utils import cpp_extension
 
 from layerzoo.kernels import choose_gated_delta_backend, gated_delta_rule, gated_delta_rule_reference
 from layerzoo.kernels.gated_delta_rule import chunkwise as chunkwise_module
@@ -264,7 +267,7 @@ def test_compiled_kernels_off_or_unbuildable_fall_back_to_pytorch(monkeypatch, c
     def failed_build(**_):
         raise RuntimeError(message)
 
-    monkeypatch.setattr(torch.utils.cpp_extension, "load", failed_build)
+    monkeypatch.setattr(cpp_extension, "load", failed_build)
     native.load_native_ops.cache_clear()
     try:
         with caplog.at_level(logging.WARNING, logger=native.__name__):
@@ -281,6 +284,49 @@ def test_compiled_kernels_off_or_unbuildable_fall_back_to_pytorch(monkeypatch, c
 @pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler: the PyTorch kernels run")
 def test_compiled_kernels_build_where_a_compiler_is():
     assert native.load_native_ops() is not None
+
+
+def test_a_build_lock_left_by_a_killed_build_is_cleared():
+    """torch's `lock` file outlives a build killed mid-way, and torch then waits on it forever; a
+    new process holding layerzoo's OS lock knows it is stale, removes it and loads."""
+    compiled_gated_delta_rule()
+    stale = native.build_directory() / "lock"
+    stale.write_text("")
+    load = "from layerzoo.kernels.gated_delta_rule.native import load_native_ops; assert load_native_ops() is not None"
+    result = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert not stale.exists() and "left by a build that did not finish" in result.stderr
+
+
+def test_the_raw_compiled_ops_check_their_arguments():
+    """torch.ops.layerzoo.* called directly: every misuse is a one-line ValueError, never a crash."""
+    ops = compiled_gated_delta_rule()
+    q, v = torch.randn(1, 5, 2, 4), torch.randn(1, 5, 2, 3)
+    g, beta, state = torch.zeros(1, 5, 2), torch.ones(1, 5, 2), torch.zeros(2, 4, 3)
+    good = {"q": q, "k": q, "v": v, "g": g, "beta": beta, "scale": 0.5, "state": state, "chunk": 2, "keep": True}
+    forward_misuse = [
+        ({"chunk": 0}, r"chunk must be in \[1, \d+\], got 0"),
+        ({"state": torch.zeros(2, 4, 4)}, r"state must have shape \[2, 4, 3\], got \[2, 4, 4\]"),
+        ({"state": torch.zeros(2, 3, 4).transpose(1, 2)}, r"state must be contiguous"),
+        ({"v": torch.randn(1, 4, 2, 3)}, r"v must have shape \[1, 5, 2, 3\], got \[1, 4, 2, 3\]"),
+        ({"g": torch.zeros(1, 5)}, r"g must have shape \[1, 5, 2\], got \[1, 5\]"),
+        ({"q": q[..., 0]}, r"q and v must be 4-d"),
+        ({"q": q.half(), "k": q.half()}, r"inputs must be float32 or float64, got Half"),
+        ({"beta": beta.double()}, r"beta must be Float like q, got Double"),
+        ({"q": q[:, :0], "k": q[:, :0], "v": v[:, :0], "g": g[:, :0], "beta": beta[:, :0]}, r"needs at least one token, got T = 0"),
+    ]
+    for change, match in forward_misuse:
+        with pytest.raises(ValueError, match="^gated_delta_rule_forward: " + match) as error:
+            ops.gated_delta_rule_forward(*{**good, **change}.values())
+        assert "\n" not in str(error.value)
+    out, *space = ops.gated_delta_rule_forward(*good.values())
+    for index, name in enumerate(["states", "v_new", "w"]):
+        wrong = list(space)
+        wrong[index] = space[index][:, :1]
+        with pytest.raises(ValueError, match=rf"^gated_delta_rule_backward: {name} must have shape"):
+            ops.gated_delta_rule_backward(q, q, v, g, beta, 0.5, *wrong, out, state)
+    with pytest.raises(ValueError, match=r"^gated_delta_rule_backward: d_out must have shape \[1, 5, 2, 3\]"):
+        ops.gated_delta_rule_backward(q, q, v, g, beta, 0.5, *space, q, state)
 
 
 def test_chunkwise_gradients_of_some_inputs_only():

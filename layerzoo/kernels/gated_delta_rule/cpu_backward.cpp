@@ -183,13 +183,20 @@ std::vector<at::Tensor> backward(const at::Tensor &q, const at::Tensor &k, const
                                  const at::Tensor &beta, double scale, const at::Tensor &states,
                                  const at::Tensor &v_new, const at::Tensor &w, const at::Tensor &inverse,
                                  const at::Tensor &d_out, const at::Tensor &d_final_state) {
-  for (const at::Tensor *t : std::initializer_list<const at::Tensor *>{&k, &v, &g, &beta, &states, &v_new, &w,
-                                                                       &inverse, &d_out, &d_final_state})
-    TORCH_CHECK(t->scalar_type() == q.scalar_type(), "gated_delta_rule_backward: inputs must share one dtype");
-  for (const at::Tensor *t : std::initializer_list<const at::Tensor *>{&states, &v_new, &w, &inverse, &d_final_state})
-    TORCH_CHECK(t->is_contiguous(), "gated_delta_rule_backward: the workspace and d_final_state must be contiguous");
+  const char *op = "gated_delta_rule_backward";
+  TORCH_CHECK_VALUE(inverse.dim() == 4, op, ": inverse must be (N, B * H, C, C), got ", inverse.sizes());
+  const int64_t chunk = inverse.size(2);
+  check_inputs(op, q, k, v, g, beta, chunk);
   const int64_t batch = k.size(0), length = k.size(1), heads = k.size(2), key_dim = k.size(3);
-  const int64_t value_dim = v.size(3), chunk = inverse.size(2);
+  const int64_t value_dim = v.size(3), n_chunks = (length + chunk - 1) / chunk, bh = batch * heads;
+  check_tensor(op, "states", states, {n_chunks + 1, bh, key_dim, value_dim}, q);
+  check_tensor(op, "v_new", v_new, {n_chunks, bh, chunk, value_dim}, q);
+  check_tensor(op, "w", w, {n_chunks, bh, chunk, key_dim}, q);
+  check_tensor(op, "inverse", inverse, {n_chunks, bh, chunk, chunk}, q);
+  check_tensor(op, "d_out", d_out, {batch, length, heads, value_dim}, q);
+  check_tensor(op, "d_final_state", d_final_state, {bh, key_dim, value_dim}, q);
+  for (const at::Tensor *t : std::initializer_list<const at::Tensor *>{&states, &v_new, &w, &inverse, &d_final_state})
+    TORCH_CHECK_VALUE(t->is_contiguous(), op, ": the workspace and d_final_state must be contiguous");
   // each gradient in its input's layout where that is dense: a view's gradient needs no copy
   at::Tensor dq = at::empty_like(q), dk = at::empty_like(k), dv = at::empty_like(v), dg = at::empty_like(g);
   at::Tensor d_beta = at::empty_like(beta), d_state = d_final_state.clone();

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -23,6 +24,37 @@ void dgemm_(const char *transa, const char *transb, const int *m, const int *n, 
 }
 
 namespace layerzoo_gdr {
+
+// Argument checks of both entry points: any misuse raises a Python ValueError naming the argument,
+// before anything is read.
+inline void check_tensor(const char *op, const char *name, const at::Tensor &t, at::IntArrayRef sizes,
+                         const at::Tensor &like) {
+  TORCH_CHECK_VALUE(t.sizes() == sizes, op, ": ", name, " must have shape ", sizes, ", got ", t.sizes());
+  TORCH_CHECK_VALUE(t.scalar_type() == like.scalar_type(), op, ": ", name, " must be ", like.scalar_type(), " like q, got ",
+                    t.scalar_type());
+  TORCH_CHECK_VALUE(t.device().is_cpu(), op, ": ", name, " must be on the CPU, got ", t.device());
+}
+
+// q, k (B, T, H, K); v (B, T, H, V); g, beta (B, T, H); float32 or float64; T >= 1. BLAS takes
+// int sizes, hence the bound on K, V and the chunk.
+inline void check_inputs(const char *op, const at::Tensor &q, const at::Tensor &k, const at::Tensor &v,
+                         const at::Tensor &g, const at::Tensor &beta, int64_t chunk) {
+  TORCH_CHECK_VALUE(q.scalar_type() == at::kFloat || q.scalar_type() == at::kDouble, op,
+                    ": inputs must be float32 or float64, got ", q.scalar_type());
+  TORCH_CHECK_VALUE(q.dim() == 4 && v.dim() == 4, op, ": q and v must be 4-d (B, T, H, D), got ", q.sizes(), " and ",
+                    v.sizes());
+  const int64_t batch = q.size(0), length = q.size(1), heads = q.size(2);
+  check_tensor(op, "q", q, q.sizes(), q);
+  check_tensor(op, "k", k, q.sizes(), q);
+  check_tensor(op, "v", v, {batch, length, heads, v.size(3)}, q);
+  check_tensor(op, "g", g, {batch, length, heads}, q);
+  check_tensor(op, "beta", beta, {batch, length, heads}, q);
+  TORCH_CHECK_VALUE(length >= 1, op, ": needs at least one token, got T = ", length);
+  const int64_t limit = std::numeric_limits<int>::max();
+  TORCH_CHECK_VALUE(q.size(3) >= 1 && q.size(3) <= limit && v.size(3) >= 1 && v.size(3) <= limit, op,
+                    ": head dims must be in [1, ", limit, "], got K = ", q.size(3), " and V = ", v.size(3));
+  TORCH_CHECK_VALUE(chunk >= 1 && chunk <= limit, op, ": chunk must be in [1, ", limit, "], got ", chunk);
+}
 
 inline void blas_gemm(const char *ta, const char *tb, const int *m, const int *n, const int *k, const float *alpha,
                       const float *a, const int *lda, const float *b, const int *ldb, const float *beta, float *c,

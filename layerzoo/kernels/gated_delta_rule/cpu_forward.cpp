@@ -122,11 +122,12 @@ class HeadForward {
 // one. Returns the output (B, T, H, V) and, when `keep`, the workspace the backward reads.
 std::vector<at::Tensor> forward(const at::Tensor &q, const at::Tensor &k, const at::Tensor &v, const at::Tensor &g,
                                 const at::Tensor &beta, double scale, at::Tensor state, int64_t chunk, bool keep) {
-  for (const at::Tensor *t : std::initializer_list<const at::Tensor *>{&k, &v, &g, &beta, &state})
-    TORCH_CHECK(t->scalar_type() == q.scalar_type(), "gated_delta_rule_forward: inputs must share one dtype");
-  TORCH_CHECK(state.is_contiguous(), "gated_delta_rule_forward: state must be contiguous");
+  const char *op = "gated_delta_rule_forward";
+  check_inputs(op, q, k, v, g, beta, chunk);
   const int64_t batch = k.size(0), length = k.size(1), heads = k.size(2), key_dim = k.size(3);
   const int64_t value_dim = v.size(3), n_chunks = (length + chunk - 1) / chunk;
+  check_tensor(op, "state", state, {batch * heads, key_dim, value_dim}, q);
+  TORCH_CHECK_VALUE(state.is_contiguous(), op, ": state must be contiguous");
   at::Tensor out = at::empty({batch, length, heads, value_dim}, v.options());
   std::vector<at::Tensor> workspace;
   if (keep) {

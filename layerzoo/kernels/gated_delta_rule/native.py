@@ -1,20 +1,28 @@
 """The compiled CPU forward and backward (cpu_forward.cpp, cpu_backward.cpp): built on first use,
 then loaded from torch's cache.
 
-The build runs once per machine, torch version and source (about 40 s on 2 cores;
-torch.utils.cpp_extension keeps it under ~/.cache/torch_extensions, or $TORCH_EXTENSIONS_DIR). It
-needs a C++ compiler and ninja; without them, or with LAYERZOO_NATIVE=0, the chunkwise kernel runs
-its PyTorch forward and backward, which compute the same thing more slowly.
+The build runs once per machine, Python, torch version and source (torch.utils.cpp_extension
+keeps it under ~/.cache/torch_extensions, or $TORCH_EXTENSIONS_DIR). It needs a C++ compiler and
+ninja; without them, or with LAYERZOO_NATIVE=0, the chunkwise kernel runs its PyTorch forward and
+backward, which compute the same thing more slowly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import logging
 import os
 import re
+import sys
 from pathlib import Path
+from typing import Iterator
+
+try:  # POSIX; elsewhere a stale lock is left to torch
+    import fcntl
+except ImportError:
+    fcntl = None
 
 import torch
 
@@ -47,19 +55,47 @@ def load_native_ops():
     from torch.utils import cpp_extension
 
     log.info("layerzoo: loading the compiled CPU gated delta rule (built on first use)")
+    directory = build_directory()
     try:
-        cpp_extension.load(
-            name=NAME,
-            sources=[str(p) for p in SOURCES],
-            # -fopenmp so that ATen's parallel_for (a header template) runs its heads in parallel;
-            # not linked: the OpenMP symbols resolve to the runtime libtorch_cpu already loaded
-            extra_cflags=["-O3", "-fopenmp"],
-            is_python_module=False,
-        )
+        with build_lock(directory):
+            cpp_extension.load(
+                name=NAME,
+                sources=[str(p) for p in SOURCES],
+                # -fopenmp so that ATen's parallel_for (a header template) runs its heads in parallel;
+                # not linked: the OpenMP symbols resolve to the runtime libtorch_cpu already loaded
+                extra_cflags=["-O3", "-fopenmp"],
+                build_directory=str(directory),
+                is_python_module=False,
+            )
     except Exception as error:  # no compiler, no ninja, no BLAS symbols: fall back, say why once
         log.warning("layerzoo: compiled CPU gated delta rule unavailable (%s); using the PyTorch one", _reason(error))
         return None
     return torch.ops.layerzoo
+
+
+def build_directory() -> Path:
+    """Where the extension is built and cached: torch's extension root, one folder per Python
+    version (the build compiles against its headers) and NAME."""
+    from torch.utils import cpp_extension
+
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root()
+    return Path(root) / f"py{sys.version_info.major}{sys.version_info.minor}_cpu" / NAME
+
+
+@contextlib.contextmanager
+def build_lock(directory: Path) -> Iterator[None]:
+    """Held while this process builds or loads the extension. torch's own `lock` file outlives a
+    process killed mid-build and makes every later load wait forever; this lock is an OS file lock,
+    which dies with its holder, so whoever holds it knows any `lock` file left is stale."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "layerzoo.lock", "w") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        stale = directory / "lock"
+        if fcntl is not None and stale.exists():
+            log.warning("layerzoo: removing %s, left by a build that did not finish", stale)
+            stale.unlink(missing_ok=True)
+        yield
 
 
 def _reason(error: Exception) -> str:
