@@ -69,11 +69,25 @@ def plain(value: Any) -> Any:
     return value
 
 
+def members(annotation: Any) -> tuple:
+    """The types a value of `annotation` may have: X | Y -> (X, Y); X -> (X,)."""
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    return typing.get_args(annotation) if union else (annotation,)
+
+
+def is_section(choice: Any) -> bool:
+    return isinstance(choice, type) and issubclass(choice, Section)
+
+
+def is_mapping(choice: Any) -> bool:
+    return typing.get_origin(choice) is dict or choice is dict
+
+
 def convert(value: Any, annotation: Any, key: str) -> Any:
     """`value` checked against `annotation` and converted (a list to a tuple, an int to a float,
     a mapping to a nested Section); OptionError(key) when it does not fit."""
-    choices = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) else (annotation,)
-    sections = [choice for choice in choices if isinstance(choice, type) and issubclass(choice, Section)]
+    choices = members(annotation)
+    sections = [choice for choice in choices if is_section(choice)]
     if isinstance(value, dict) and sections:
         return make_section(sections[0], value, key)
     if any(isinstance(value, choice) for choice in sections):
@@ -82,7 +96,7 @@ def convert(value: Any, annotation: Any, key: str) -> Any:
     if isinstance(value, (list, tuple)) and tuples:
         element = typing.get_args(tuples[0])[0]
         return tuple(convert(item, element, f"{key}.{index}") for index, item in enumerate(value))
-    containers = [choice for choice in choices if typing.get_origin(choice) is dict or choice is dict]
+    containers = [choice for choice in choices if is_mapping(choice)]
     if isinstance(value, dict) and containers:
         return value  # its owner checks keys and values (mixer configs, layer overrides)
     plain_choices = [choice for choice in choices if choice not in sections and choice not in tuples + containers]
@@ -97,12 +111,11 @@ def convert(value: Any, annotation: Any, key: str) -> Any:
 
 def describe(annotation: Any) -> str:
     """'int or null', 'a list', 'a mapping': the annotation in a spec author's words."""
-    choices = typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) else (annotation,)
     words = []
-    for choice in choices:
+    for choice in members(annotation):
         if typing.get_origin(choice) is tuple:
             words.append("a list")
-        elif typing.get_origin(choice) is dict or choice is dict or (isinstance(choice, type) and issubclass(choice, Section)):
+        elif is_mapping(choice) or is_section(choice):
             words.append("a mapping")
         else:
             words.append(type_name(choice).replace("NoneType", "null").replace("None", "null"))
