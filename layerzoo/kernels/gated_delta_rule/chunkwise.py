@@ -2,13 +2,13 @@
 
 chunk_forward.py has the algorithm in PyTorch, chunk_backward.py its gradient. Writing the
 backward by hand lets the forward run in place (autograd would have to keep every intermediate)
-and lets the backward recompute cheap intermediates instead of storing them: about 1.1x faster
-forward and 1.15x faster forward+backward than the same algorithm under autograd on CPU.
+and lets the backward recompute cheap intermediates instead of storing them (the README's
+Gated DeltaNet table measures what that buys).
 
 Two implementations share one workspace (what the forward keeps for the backward):
 - on CPU, compiled (cpu_forward.cpp, cpu_backward.cpp, built on first use by native.py): a head
-  per thread, chunk by chunk in cache, inputs read with their strides; at T = 4096, B*H = 4 about
-  1.7x faster forward and 2.4x faster forward+backward than the PyTorch one;
+  per thread, chunk by chunk in cache, inputs read with their strides, so no step waits on the
+  others and no input is copied;
 - elsewhere, or where that cannot be built, PyTorch: the forward takes a group of chunks at a
   time (GROUP_BYTES of intermediates), from copying them into the chunk-major layout to writing
   their output, so that the group's intermediates are still in cache when the state loop and the
