@@ -431,6 +431,15 @@ def test_arguments_particular_to_the_gated_delta_rule_get_one_line_errors(kwargs
     assert "\n" not in str(info.value)
 
 
+def test_a_log_decay_of_minus_inf_is_refused_by_chunked_backends():
+    q, v, g = torch.randn(1, 6, 2, 8), torch.randn(1, 6, 2, 4), torch.zeros(1, 6, 2)
+    g[:, 3] = float("-inf")
+    with pytest.raises(ValueError, match=r"gated_delta_rule: g holds -inf \(a full reset\)") as info:
+        gated_delta_rule(q, q, v, g, g.exp() / 2)
+    assert "\n" not in str(info.value)
+    assert torch.isfinite(gated_delta_rule(q, q, v, g, g.exp() / 2, backend="reference")).all()
+
+
 # fla's chunk kernel runs TF32 dot products for fp32, and rounds intermediates to bf16 for bf16.
 CUDA_TOLERANCES = {torch.float32: 1e-2 / 1e-5, torch.bfloat16: 3.0}  # scale on assert_close's tolerance
 
