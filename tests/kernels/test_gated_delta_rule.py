@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import shutil
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -296,6 +299,32 @@ def test_a_build_lock_left_by_a_killed_build_is_cleared():
     result = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     assert not stale.exists() and "left by a build that did not finish" in result.stderr
+
+
+@pytest.mark.slow  # two first-use builds in a fresh cache
+@pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler: the PyTorch kernels run")
+def test_a_first_use_build_killed_mid_way_leaves_the_next_call_working(tmp_path):
+    """SIGKILL while the compiler runs, then a new process: it rebuilds and loads, never waits."""
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path)}
+    load = "from layerzoo.kernels.gated_delta_rule.native import load_native_ops; assert load_native_ops() is not None"
+    directory = subprocess.run([sys.executable, "-c", "from layerzoo.kernels.gated_delta_rule.native import "
+                                "build_directory; print(build_directory())"], env=env, capture_output=True,
+                               text=True, check=True).stdout.strip()
+    build = subprocess.Popen([sys.executable, "-c", load], env=env, stderr=subprocess.DEVNULL)
+    torch_lock = Path(directory) / "lock"
+    try:
+        for _ in range(1200):  # torch writes its lock when the compiler starts
+            if torch_lock.exists() or build.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert build.poll() is None and torch_lock.exists(), "the build never started"
+        time.sleep(1.0)
+    finally:
+        build.kill()
+        build.wait()
+    result = subprocess.run([sys.executable, "-c", load], env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "left by a build that did not finish" in result.stderr
 
 
 def test_the_raw_compiled_ops_check_their_arguments():
