@@ -97,6 +97,19 @@ def check_chunk_size(op: str, chunk_size: object) -> None:
         _fail(op, f"chunk_size must be an integer >= 1, got {chunk_size!r}")
 
 
+def check_finite_decay(op: str, name: str, log_decay: torch.Tensor, backend: str) -> None:
+    """A one-line ValueError when a chunked backend gets a log decay of -inf (a full reset).
+
+    The step loop multiplies by exp(-inf) = 0; a chunked kernel subtracts cumulative sums of log
+    decays, and -inf - -inf is NaN. A reset is where one sequence ends and the next begins, which
+    is what the reference backend or one call per sequence expresses. Skipped while tracing
+    (torch.compile): the check reads the data.
+    """
+    if backend != REFERENCE and not torch.compiler.is_compiling() and bool(log_decay.isneginf().any()):
+        _fail(op, f"{name} holds -inf (a full reset), which the {backend!r} backend cannot take; "
+                  "split the sequence there or use backend='reference'")
+
+
 def has_tokens(x: torch.Tensor) -> bool:
     """Whether x (B, T, ...) holds a token. Calls without one (B = 0 or T = 0) run no backend."""
     return x.shape[0] > 0 and x.shape[1] > 0

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import shutil
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -298,6 +301,32 @@ def test_a_build_lock_left_by_a_killed_build_is_cleared():
     assert not stale.exists() and "left by a build that did not finish" in result.stderr
 
 
+@pytest.mark.slow  # two first-use builds in a fresh cache
+@pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler: the PyTorch kernels run")
+def test_a_first_use_build_killed_mid_way_leaves_the_next_call_working(tmp_path):
+    """SIGKILL while the compiler runs, then a new process: it rebuilds and loads, never waits."""
+    env = {**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path)}
+    load = "from layerzoo.kernels.gated_delta_rule.native import load_native_ops; assert load_native_ops() is not None"
+    directory = subprocess.run([sys.executable, "-c", "from layerzoo.kernels.gated_delta_rule.native import "
+                                "build_directory; print(build_directory())"], env=env, capture_output=True,
+                               text=True, check=True).stdout.strip()
+    build = subprocess.Popen([sys.executable, "-c", load], env=env, stderr=subprocess.DEVNULL)
+    torch_lock = Path(directory) / "lock"
+    try:
+        for _ in range(1200):  # torch writes its lock when the compiler starts
+            if torch_lock.exists() or build.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert build.poll() is None and torch_lock.exists(), "the build never started"
+        time.sleep(1.0)
+    finally:
+        build.kill()
+        build.wait()
+    result = subprocess.run([sys.executable, "-c", load], env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "left by a build that did not finish" in result.stderr
+
+
 def test_the_raw_compiled_ops_check_their_arguments():
     """torch.ops.layerzoo.* called directly: every misuse is a one-line ValueError, never a crash."""
     ops = compiled_gated_delta_rule()
@@ -429,6 +458,15 @@ def test_arguments_particular_to_the_gated_delta_rule_get_one_line_errors(kwargs
     with pytest.raises(ValueError, match=match) as info:
         gated_delta_rule(q, q, v, gate, gate, **kwargs)
     assert "\n" not in str(info.value)
+
+
+def test_a_log_decay_of_minus_inf_is_refused_by_chunked_backends():
+    q, v, g = torch.randn(1, 6, 2, 8), torch.randn(1, 6, 2, 4), torch.zeros(1, 6, 2)
+    g[:, 3] = float("-inf")
+    with pytest.raises(ValueError, match=r"gated_delta_rule: g holds -inf \(a full reset\)") as info:
+        gated_delta_rule(q, q, v, g, g.exp() / 2)
+    assert "\n" not in str(info.value)
+    assert torch.isfinite(gated_delta_rule(q, q, v, g, g.exp() / 2, backend="reference")).all()
 
 
 # fla's chunk kernel runs TF32 dot products for fp32, and rounds intermediates to bf16 for bf16.

@@ -38,8 +38,13 @@ EXTREME = 30.0
 def mlstm_case(
     draw, dtypes=(torch.float64, torch.float32, torch.bfloat16), extreme_gates=False, max_length=300,
     chunk_sizes=(1, 3, 16, 32, 64), key_dims=(4, 8, 16), value_dims=(4, 6, 8, 16), head_counts=(1, 2, 3),
+    padding=False,
 ):
-    """(inputs dict q, k, v, i, f, initial state or None, chunk_size); Dk != Dv."""
+    """(inputs dict q, k, v, i, f, initial state or None, chunk_size); Dk != Dv.
+
+    padding: runs of padding tokens (i = -inf, f = +inf: write nothing, forget nothing), often
+    longer than a chunk, and sometimes every token.
+    """
     # Most cases short (cheap, chunk edges everywhere); a quarter cross many chunks.
     long = draw(st.sampled_from([False, False, False, True]))
     length = draw(st.integers(65, max_length) if long else st.integers(1, 64))
@@ -59,6 +64,12 @@ def mlstm_case(
     else:
         i = 3 * torch.randn(shape, generator=gen)
         f = 2 + 3 * torch.randn(shape, generator=gen)
+    if padding:
+        pad = torch.zeros(shape, dtype=torch.bool)
+        for _ in range(draw(st.integers(1, 3))):
+            start = draw(st.integers(0, length - 1))
+            pad[:, start:start + draw(st.integers(1, length))] = True
+        i, f = i.masked_fill(pad, float("-inf")), f.masked_fill(pad, float("inf"))
     q, k = (torch.randn(*shape, key_dim, generator=gen) for _ in range(2))
     if dtype != torch.float64:
         q, k = q.abs(), k.abs()
@@ -142,6 +153,22 @@ def test_chunkwise_matches_reference_outputs_states_and_gradients(case):
 def test_extreme_gates_stay_finite_and_agree(case):
     """Forget gates near 0 and 1, input gates exp(+-30): no overflow, and still the same function."""
     check_chunkwise_against_truth(*case)  # assert_close also fails on NaN or Inf
+
+
+@given(case=mlstm_case(padding=True, max_length=150))
+def test_padding_tokens_leave_the_state_alone_whole_chunks_included(case):
+    """A chunk of nothing but padding (every i = -inf) must carry the state through, not NaN."""
+    check_chunkwise_against_truth(*case)
+
+
+@pytest.mark.parametrize("backend", ["chunkwise", "auto"])
+def test_a_forget_gate_of_minus_inf_is_refused_by_chunked_backends(backend):
+    q, k, v, i, f = _inputs()
+    f[:, 2] = float("-inf")
+    with pytest.raises(ValueError, match=r"mlstm: f holds -inf \(a full reset\).*'chunkwise'") as info:
+        mlstm(q, k, v, i, f, backend=backend)
+    assert "\n" not in str(info.value)
+    assert torch.isfinite(mlstm(q, k, v, i, f, backend="reference")).all()
 
 
 def test_gradcheck_chunkwise_in_fp64():

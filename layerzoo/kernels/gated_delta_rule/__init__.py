@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 
 from ..common import (
-    carried_state, check_chunk_size, check_tensors, choose_backend, empty_output, has_tokens, installed,
+    carried_state, check_chunk_size, check_finite_decay, check_tensors, choose_backend, empty_output, has_tokens, installed,
 )
 from .chunkwise import gated_delta_rule_chunkwise
 from .fla import FLA_CHUNK_SIZES, gated_delta_rule_fla
@@ -95,6 +95,7 @@ def gated_delta_rule(
     }, same_dtype=("q", "k", "v"))
     check_chunk_size("gated_delta_rule", chunk_size)
     name = choose_gated_delta_backend(q, backend, chunk_size)
+    check_finite_decay("gated_delta_rule", "g", g, name)
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     if has_tokens(q):
         out, state = BACKENDS[name](q, k, v, g, beta, scale, initial_state, chunk_size)

@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from ..common import carried_state, check_chunk_size, check_tensors, choose_backend, empty_output, has_tokens
+from ..common import carried_state, check_chunk_size, check_finite_decay, check_tensors, choose_backend, empty_output, has_tokens
 from ..triton_support import require_triton, triton_can_run
 from .chunkwise import mlstm_chunkwise
 from .reference import EPS, MLSTMState, mlstm_reference, mlstm_step
@@ -95,6 +95,7 @@ def mlstm(
     """
     initial_state = _check_inputs(q, k, v, i, f, initial_state, chunk_size)
     name = choose_mlstm_backend(q, backend)
+    check_finite_decay("mlstm", "f", f, name)
     if has_tokens(q):
         h, state = BACKENDS[name](q, k, v, i, f, initial_state, chunk_size)
     else:

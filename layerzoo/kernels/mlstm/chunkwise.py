@@ -105,9 +105,12 @@ def _chunk_states(
     C, n, m = (t.to(k.dtype) for t in initial_state)
     state = torch.cat((C, n[..., None]), dim=-1)
 
-    # Each chunk's own writes to its end, stabilised by their largest log-weight own_m.
+    # Each chunk's own writes to its end, stabilised by their largest log-weight own_m. A chunk
+    # that writes nothing (every i = -inf: padding) has top = -inf; shifting by 0 instead keeps its
+    # zero contribution from becoming exp(-inf + inf) = NaN.
     top = written.amax(-1)
-    own = (k * torch.exp(written - top[..., None])[..., None]).transpose(-1, -2) @ v
+    shift = torch.where(top.isneginf(), 0.0, top)
+    own = (k * torch.exp(written - shift[..., None])[..., None]).transpose(-1, -2) @ v
     own_m = decay + top
 
     entering, entering_m = [], []
