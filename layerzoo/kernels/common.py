@@ -19,9 +19,17 @@ from ..errors import unknown_name_message
 REFERENCE = "reference"
 
 
-@functools.cache
+@torch.compiler.assume_constant_result
 def installed(package: str) -> bool:
-    """Whether an optional package (triton, fla, ...) can be imported, without importing it."""
+    """Whether an optional package (triton, fla, ...) can be imported, without importing it.
+
+    torch.compile calls it when it traces and keeps the answer as a constant: the search of the
+    import path stays out of graphs."""
+    return _on_import_path(package)
+
+
+@functools.cache
+def _on_import_path(package: str) -> bool:
     return importlib.util.find_spec(package) is not None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from safetensors.torch import save_file
 import layerzoo
 from layerzoo import SpecError, load_spec
 from layerzoo.assemblies.armt import ARMT, load_adapter, save_adapter, wrap
-from layerzoo.testing import assert_close, run_in_pieces, sequence_splits
+from layerzoo.testing import assert_close, relative_rms_error, run_in_pieces, sequence_splits
 
 SEGMENT = 5
 SPEC = {
@@ -85,6 +86,21 @@ def test_information_crosses_segments_only_through_the_memory():
         with torch.no_grad():
             later = model(ids)[:, SEGMENT:], model(changed)[:, SEGMENT:]
         assert (not torch.equal(*later)) == crosses
+
+
+def test_two_armts_around_one_base_read_and_write_only_their_own_memories():
+    """Memory hooks stay on the base model's layers from the ARMT's construction on; each ARMT's
+    act only in its own passes, so a second ARMT around the same base changes neither."""
+    first, x = armt(seed=0), tokens(2, 2 * SEGMENT + 2)
+    expected_first = first(x)
+    alone = ARMT(copy.deepcopy(first.base), first.armt_config)  # the copied hooks are another owner's
+    for memory in alone.memories.values():
+        torch.nn.init.normal_(memory.value.weight, std=0.2)
+    second = ARMT(first.base, first.armt_config)
+    second.load_state_dict(alone.state_dict())
+    assert_close(first(x), expected_first, what="first ARMT beside a second")
+    assert_close(second(x), alone(x), what="second ARMT beside the first")
+    assert relative_rms_error(second(x), expected_first) > 1e-3  # the memories differ, and so do the outputs
 
 
 def test_loss_is_next_token_cross_entropy_over_all_segments():

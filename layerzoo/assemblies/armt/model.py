@@ -22,7 +22,7 @@ from ...mixers.assoc_memory import AssociativeMemory
 from ...specs import ARMTConfig
 from ..generate import generate
 from .backbones import backbone_for
-from .hooks import SegmentPass, memory_hooks
+from .hooks import SegmentPass, install_memory_hooks, memory_pass
 
 IGNORE_INDEX = -100
 
@@ -84,6 +84,8 @@ class ARMT(nn.Module):
         })
         # Not self.to(): that would also cast the base model's fp32 buffers (RoPE frequencies).
         self.memories.to(reference.device, reference.dtype)
+        install_memory_hooks(self.backbone.layers, {index: self.memories[str(index)] for index in self.memory_layers},
+                             owner=self.memories)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -148,9 +150,8 @@ class ARMT(nn.Module):
         if complete:
             tokens = self.memory_tokens.to(embeds.dtype).expand(embeds.shape[0], -1, -1)
             embeds = torch.cat((embeds, tokens), dim=1)
-        segment = SegmentPass(dict(zip(self.memory_layers, memory)), self.num_mem_tokens if complete else 0)
-        memories = {index: self.memories[str(index)] for index in self.memory_layers}
-        with memory_hooks(self.backbone.layers, memories, segment):
+        segment = SegmentPass(self.memories, dict(zip(self.memory_layers, memory)), self.num_mem_tokens if complete else 0)
+        with memory_pass(segment):
             logits, cache = self.backbone.run(embeds, cache, offset, keep_cache or cache is not None)
         logits = logits[:, :input_ids.shape[1]]
         if complete:

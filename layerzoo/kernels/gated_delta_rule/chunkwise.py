@@ -58,6 +58,9 @@ def gated_delta_rule_chunkwise(
 
 class _ChunkwiseGatedDeltaRule(torch.autograd.Function):
     @staticmethod
+    # autograd runs forward without grad; torch.export inlines it into a graph that may run with
+    # grad on, where the in-place kernels (matmul out=) would fail: no_grad goes into that graph too
+    @torch.no_grad()
     def forward(ctx, q, k, v, g, beta, initial_state, scale, chunk, differentiable):
         batch, _, heads, key_dim = k.shape
         dtype = compute_dtype(q.dtype)
@@ -137,10 +140,11 @@ def _native_forward(native, q, k, v, g, beta, state, scale, chunk, keep):
     """The compiled CPU forward (native.py): (out in q's dtype, final state, workspace or None).
 
     It reads the inputs with their own strides, in the compute dtype: a cast copies narrower
-    inputs. state (BH, K, V) enters as the initial state and leaves as the final one.
+    inputs. state (BH, K, V) is the initial state; the final one is a new tensor (native_ops.py:
+    the op without side effects, so that torch.compile can trace it).
     """
     inputs = [t.to(state.dtype) for t in (q, k, v, g, beta)]
-    out, *space = native.gated_delta_rule_forward(*inputs, scale, state, chunk, keep)
+    out, state, *space = native.gated_delta_rule_forward_functional(*inputs, scale, state, chunk, keep)
     return out.to(q.dtype), state, space if keep else None
 
 

@@ -26,6 +26,8 @@ except ImportError:
 
 import torch
 
+from .native_ops import register_fakes
+
 log = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
@@ -40,12 +42,18 @@ NAME = "layerzoo_gated_delta_rule_cpu_torch_{}_{}".format(
 
 
 def native_ops_for(t: torch.Tensor):
-    """torch.ops.layerzoo (gated_delta_rule_forward and _backward) if they can run on t's device
-    (CPU) and are not turned off, else None. They take fp32 and fp64, the chunkwise kernel's
-    compute dtypes."""
-    if t.device.type != "cpu" or os.environ.get("LAYERZOO_NATIVE", "1") == "0":
-        return None
-    return load_native_ops()
+    """torch.ops.layerzoo (gated_delta_rule_forward, its functional form and _backward) if they can
+    run on t's device (CPU) and are not turned off, else None. They take fp32 and fp64, the
+    chunkwise kernel's compute dtypes."""
+    return torch.ops.layerzoo if t.device.type == "cpu" and native_enabled() else None
+
+
+@torch.compiler.assume_constant_result
+def native_enabled() -> bool:
+    """Whether the compiled ops run on CPU: not turned off by LAYERZOO_NATIVE=0, and loaded (the
+    first call builds them). torch.compile and torch.export call it once, when they trace, and
+    keep the answer as a constant: the build, its log lines and its file lock stay out of graphs."""
+    return os.environ.get("LAYERZOO_NATIVE", "1") != "0" and load_native_ops() is not None
 
 
 @functools.cache
@@ -70,6 +78,7 @@ def load_native_ops():
     except Exception as error:  # no compiler, no ninja, no BLAS symbols: fall back, say why once
         log.warning("layerzoo: compiled CPU gated delta rule unavailable (%s); using the PyTorch one", _reason(error))
         return None
+    register_fakes()
     return torch.ops.layerzoo
 
 
