@@ -182,6 +182,23 @@ def per_sequence(run: Callable[[list[torch.Tensor], list[torch.Tensor] | None], 
     return torch.cat(outputs, dim=1), [torch.cat(parts) for parts in zip(*states)]
 
 
+def without_empty_sequences(run: Callable[[list[int], torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+                            bounds: list[int], state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A library kernel that takes packed sequences but is not written for empty ones, run on the
+    others: an empty sequence's state passes through.
+
+    run(offsets without repeats, the state rows of the non-empty sequences) -> (out, their final
+    state rows); state: (N, ...), the initial state (zeros for the empty one) in the dtype of the
+    final state. Returns out and the final state (N, ...).
+    """
+    kept = [index for index, (start, end) in enumerate(zip(bounds, bounds[1:])) if end > start]
+    if len(kept) == len(bounds) - 1:
+        return run(bounds, state)
+    rows = torch.tensor(kept, device=state.device)
+    out, final = run(sorted(set(bounds)), state.index_select(0, rows))
+    return out, state.index_copy(0, rows, final)
+
+
 def _shown(bounds: list[int], most: int = 8) -> str:
     """Offsets for an error message, elided past `most`."""
     if len(bounds) <= most:

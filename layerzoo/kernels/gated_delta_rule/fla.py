@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import torch
 
+from ..common import without_empty_sequences
+
 # fla's chunk kernel is written for these chunk sizes only.
 FLA_CHUNK_SIZES = (16, 32, 64)
 
@@ -31,7 +33,14 @@ def gated_delta_rule_fla(
     and the final state in fp32.
     """
     if bounds is not None and any(end == start for start, end in zip(bounds, bounds[1:])):
-        return _without_empty_sequences(q, k, v, g, beta, scale, initial_state, chunk_size, bounds)
+        # fla's kernels are not written for sequences without a chunk
+        shape = (len(bounds) - 1, k.shape[2], k.shape[3], v.shape[3])
+        state = q.new_zeros(shape, dtype=torch.float32) if initial_state is None else initial_state.float()
+
+        def run(offsets, rows):
+            return gated_delta_rule_fla(q, k, v, g, beta, scale, rows, chunk_size, bounds=offsets)
+
+        return without_empty_sequences(run, bounds, state)
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule
 
     packed = {}
@@ -54,17 +63,3 @@ def gated_delta_rule_fla(
     )
     return out, final_state
 
-
-def _without_empty_sequences(q, k, v, g, beta, scale, initial_state, chunk_size, bounds):
-    """Packed sequences of which some are empty: fla runs the others (its kernels are not written
-    for sequences without a chunk), and an empty one's state passes through."""
-    kept = [index for index, (start, end) in enumerate(zip(bounds, bounds[1:])) if end > start]
-    rows, heads, key_dim, value_dim = len(bounds) - 1, k.shape[2], k.shape[3], v.shape[3]
-    if initial_state is None:
-        carried = q.new_zeros(rows, heads, key_dim, value_dim, dtype=torch.float32)
-    else:
-        carried = initial_state.float()
-    kept_rows = torch.tensor(kept, device=q.device)
-    out, final_state = gated_delta_rule_fla(
-        q, k, v, g, beta, scale, carried.index_select(0, kept_rows), chunk_size, bounds=sorted(set(bounds)))
-    return out, carried.index_copy(0, kept_rows, final_state)
