@@ -224,3 +224,34 @@ def test_cuda_backends_match_torch(backend, dtype):
     assert_close(torch.cat(pieces, 1).float().cpu(), expected.float(), dtype, what=f"{backend} streamed", scale=3)
     y.float().sum().backward()
     assert torch.isfinite(xc.grad).all() and torch.isfinite(sc.grad).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("backend", ["fla", "causal_conv1d", "auto"])
+@pytest.mark.parametrize("with_state", [False, True])
+def test_cuda_backends_take_packed_sequences(backend, with_state):
+    """Packed sequences (one token, an empty one) on CUDA against the packed "torch" convolution
+    on CPU: outputs, final states, gradients (causal_conv1d with a state runs "torch" on CUDA)."""
+    if backend == "causal_conv1d":
+        pytest.importorskip("causal_conv1d")
+    torch.manual_seed(0)
+    conv = ShortConvolution(64, 4, bias=True)
+    cuda_conv = ShortConvolution(64, 4, bias=True, backend=backend).cuda()
+    cuda_conv.load_state_dict(conv.state_dict())
+    lengths = [1, 300, 0, 77, 2, 64]
+    offsets = torch.tensor([0, *itertools.accumulate(lengths)])
+    x = torch.randn(1, sum(lengths), 64)
+    state = torch.randn(len(lengths), 3, 64) if with_state else None
+    grad_out, grad_state = torch.randn(x.shape), torch.randn(len(lengths), 3, 64)
+
+    def run(module, device):
+        leaves = [t.to(device).requires_grad_() for t in (x, state) if t is not None]
+        y, final = module(leaves[0], leaves[1] if with_state else None, cu_seqlens=offsets.to(device))
+        torch.autograd.backward((y, final), (grad_out.to(device), grad_state.to(device)))
+        grads = [t.grad for t in (*leaves, module.weight, module.bias)]
+        return [t.cpu() for t in (y, final, *grads)]
+
+    for name, got, want in zip(["y", "final state", "dx", *(["dstate"] if with_state else []), "dweight", "dbias"],
+                               run(cuda_conv, "cuda"), run(conv, "cpu")):
+        assert_close(got, want, what=f"{backend} packed: {name}", scale=3)
