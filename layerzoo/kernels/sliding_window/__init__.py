@@ -5,8 +5,9 @@ aligned to the end of the keys (flash-attn's bottom-right convention), so stream
 keys = [cached keys; new keys] and queries = the new tokens only.
 
 Packed sequences (cu_seqlens, cu_seqlens_k; flash-attn's varlen convention): "reference" and
-"sdpa" take them as a dense block-diagonal mask, "chunkwise" on a grid of chunks with a bound per
-chunk (packed.py), "flex" as a document mask; "triton" runs once per sequence.
+"sdpa" take them as a dense block-diagonal mask, "chunkwise" as a sequence mask on its grid when
+each sequence has a key per query (chunkwise.py), else on a grid of chunks that each lie in one
+sequence (packed.py), "flex" as a document mask; "triton" runs once per sequence.
 """
 
 from __future__ import annotations
@@ -70,11 +71,14 @@ def _sdpa(q, k, v, window, scale, *, bounds=None):
 
 
 def _chunkwise(q, k, v, window, scale, *, bounds=None):
-    if bounds is not None:
+    """chunkwise.py, with the sequence of each token in the mask when every packed sequence has a
+    key per query (training: no padding, no gathering), else packed.py."""
+    if bounds is not None and bounds[0] != bounds[1]:
         return sliding_window_attention_packed(q, k, v, window, scale, *bounds)
+    sequences = None if bounds is None else packed_positions(*bounds, q.device)[1]
     # Without a window every key is in reach and chunking saves nothing: O(Tq * Tk) like dense.
     window = k.shape[1] if window is None else window
-    return sliding_window_attention_chunkwise(q, k, v, window, scale)
+    return sliding_window_attention_chunkwise(q, k, v, window, scale, sequences)
 
 
 @functools.cache
