@@ -6,8 +6,8 @@ from hypothesis import given, strategies as st
 
 import layerzoo
 from layerzoo.testing import (
-    assert_close, check_dtypes, check_empty_inputs, check_gradients, check_reentrant, check_shapes,
-    check_state_size, make_mixer, mixer_inputs, mixer_specs, run_in_pieces, sequence_splits,
+    assert_close, check_dtypes, check_empty_inputs, check_gradients, check_packing, check_padding, check_reentrant,
+    check_shapes, check_state_size, make_mixer, mixer_inputs, mixer_specs, run_in_pieces, sequence_splits,
 )
 
 MIXERS = layerzoo.list_mixers()
@@ -24,6 +24,18 @@ def test_any_split_equals_one_call(name, data):
         full = mixer(x)
         streamed, _ = run_in_pieces(mixer, x, pieces)
     assert_close(streamed, full, what=f"{name} streamed in {pieces}", scale=10)
+
+
+@pytest.mark.parametrize("name", MIXERS)
+@given(lengths=st.lists(st.integers(1, 12), min_size=1, max_size=3), seed=st.integers(0, 2**16))
+def test_padded_and_packed_batches_equal_their_rows_alone(name, lengths, seed):
+    """Left- and right-padded batches and cu_seqlens packings, lengths from 1 (the mixers' chunk
+    sizes in their test options are 4-5, so lengths cross chunk edges), then decoding."""
+    mixer = make_mixer(name, D_MODEL)
+    x = torch.randn(len(lengths), max(lengths) + 3, D_MODEL, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        check_padding(mixer, x, lengths)
+        check_packing(mixer, x, lengths)
 
 
 @pytest.mark.parametrize("name", MIXERS)

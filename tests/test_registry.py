@@ -26,14 +26,11 @@ class Doubling(layerzoo.Mixer):
         super().__init__(d_model)
         self.scale = torch.nn.Parameter(torch.tensor(scale))
 
-    def forward(self, x, state=None, return_state=False):
+    def mix(self, x, state, cu_seqlens):
         previous = torch.zeros_like(x[:, :1]) if state is None or state.shape[1] == 0 else state.to(x.dtype)
         shifted = torch.cat((previous, x[:, :-1]), dim=1)
-        y = self.scale * (x + shifted)
-        if not return_state:
-            return y
         kept = state if state is not None else self.init_state(x.shape[0])
-        return y, x[:, -1:].clone() if x.shape[1] else kept  # no token: the previous one stays
+        return self.scale * (x + shifted), x[:, -1:].clone() if x.shape[1] else kept  # no token: the previous one stays
 
     def init_state(self, batch_size):
         return self.scale.new_zeros(batch_size, 0, self.d_model)
@@ -64,8 +61,8 @@ def test_a_taken_name_cannot_be_reregistered_to_another_class():
 
 def test_conformance_catches_a_broken_mixer(user_mixer):
     class Forgetful(Doubling):  # drops the carried token: streaming differs from one call
-        def forward(self, x, state=None, return_state=False):
-            return super().forward(x, None, return_state)
+        def mix(self, x, state, cu_seqlens):
+            return super().mix(x, None, cu_seqlens)
 
     with pytest.raises(AssertionError, match="streamed"):
         check_mixer(Forgetful, d_model=8)

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from ..blocks.norms import RMSNorm
+from ..blocks.packing import Packing, check_cu_seqlens
 from ..blocks.residual import Block
 from ..registry import get_mixer
 from ..specs import ModelConfig, Spec
@@ -20,6 +21,10 @@ class CausalLM(nn.Module):
 
     forward(input_ids (B, T) long) -> logits (B, T, vocab_size), or (logits, state) with
     return_state, where state is a list of per-layer mixer states to pass back in to continue.
+    Sequences of different lengths: `attention_mask` (B, T), 1 at real tokens and 0 at padding
+    (left padding to continue prompts), or `cu_seqlens`, the offsets of sequences packed into one
+    row (B = 1). Either way the real tokens run packed, nothing crosses from one sequence to
+    another, and the state holds one stream per row (per packed sequence).
     Built from a resolved ModelConfig (`layerzoo.load_spec(...).model`); `layerzoo.build` takes
     a spec directly.
     """
@@ -48,23 +53,35 @@ class CausalLM(nn.Module):
         """The modules FSDP shards one by one (then the model itself): the blocks."""
         return list(self.blocks)
 
-    def forward(self, input_ids: torch.Tensor, state: list[Any] | None = None, return_state: bool = False):
+    def forward(self, input_ids: torch.Tensor, state: list[Any] | None = None, return_state: bool = False, *,
+                attention_mask: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None):
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be (batch, length), got shape {tuple(input_ids.shape)}")
-        return self.forward_embeddings(self.embedding(input_ids), state, return_state)
+        return self.forward_embeddings(self.embedding(input_ids), state, return_state,
+                                       attention_mask=attention_mask, cu_seqlens=cu_seqlens)
 
-    def forward_embeddings(self, x: torch.Tensor, state: list[Any] | None = None, return_state: bool = False):
+    def forward_embeddings(self, x: torch.Tensor, state: list[Any] | None = None, return_state: bool = False, *,
+                           attention_mask: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None):
         """forward from token embeddings x (B, T, d_model), e.g. with ARMT's memory tokens appended."""
         if state is not None and len(state) != len(self.blocks):
             raise ValueError(f"state has {len(state)} layers, the model {len(self.blocks)}")
+        if attention_mask is not None and cu_seqlens is not None:
+            raise ValueError("pass attention_mask or cu_seqlens, not both")
+        packing = None if attention_mask is None else Packing.from_mask(attention_mask, x.shape[:2])
+        if packing is not None:
+            x, cu_seqlens = packing.pack(x), packing.cu_seqlens
+        elif cu_seqlens is not None:
+            check_cu_seqlens("CausalLM", cu_seqlens, x)
         new_state = []
         for index, block in enumerate(self.blocks):
-            x, layer_state = block(x, None if state is None else state[index], return_state=True)
+            x, layer_state = block(x, None if state is None else state[index], return_state=True, cu_seqlens=cu_seqlens)
             new_state.append(layer_state)
         logits = self.head(self.final_norm(x))
         if self.config.logit_softcap:
             cap = self.config.logit_softcap
             logits = cap * torch.tanh(logits / cap)
+        if packing is not None:
+            logits = packing.unpack(logits)
         return (logits, new_state) if return_state else logits
 
     def init_state(self, batch_size: int) -> list[Any]:

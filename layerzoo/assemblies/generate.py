@@ -6,11 +6,13 @@ import math
 
 import torch
 
+from ..blocks.packing import Packing
+
 
 @torch.no_grad()
 def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, temperature: float = 0.0,
              top_k: int | None = None, generator: torch.Generator | None = None,
-             prefill_chunk_size: int | None = None) -> torch.Tensor:
+             prefill_chunk_size: int | None = None, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Continue `input_ids` (B, T) by `max_new_tokens`; returns (B, T + max_new_tokens).
 
     temperature 0 is greedy argmax; otherwise sample from softmax(logits / temperature), restricted
@@ -18,6 +20,10 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, temperature
     prefill_chunk_size tokens when given, which bounds activation memory for long prompts), then
     each new token is one length-1 step on the carried state, so a model whose mixers all have
     constant-size states decodes in constant memory.
+
+    attention_mask (B, T): prompts of different lengths in one batch, 1 at real tokens and 0 at
+    padding (left padding keeps each row's new tokens next to its prompt). Each row continues
+    from its own last real token and generates what it would alone.
     """
     if input_ids.dim() != 2 or input_ids.shape[1] == 0:
         raise ValueError(f"input_ids must be (batch, length >= 1), got shape {tuple(input_ids.shape)}")
@@ -25,16 +31,35 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, temperature
         raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
     if max_new_tokens < 0 or (top_k is not None and top_k < 1):
         raise ValueError(f"max_new_tokens must be >= 0 and top_k >= 1, got {max_new_tokens} and {top_k}")
-    state = None
+    if attention_mask is not None:
+        Packing.from_mask(attention_mask, input_ids.shape)  # its one-line errors, before any work
+        if not bool(attention_mask.bool().any(dim=1).all()):
+            raise ValueError("attention_mask: every prompt needs at least one real token")
+    state, last = None, None
     chunk = prefill_chunk_size or input_ids.shape[1]
-    for piece in input_ids.split(chunk, dim=1):
-        logits, state = model(piece, state=state, return_state=True)
+    masks = [None] * len(input_ids.split(chunk, dim=1)) if attention_mask is None else attention_mask.split(chunk, dim=1)
+    for piece, mask in zip(input_ids.split(chunk, dim=1), masks):
+        logits, state = model(piece, state=state, return_state=True, attention_mask=mask)
+        last = _last_real(logits, mask, last)
     tokens = [input_ids]
     for _ in range(max_new_tokens):
-        next_token = _pick(logits[:, -1].float(), temperature, top_k, generator)
+        next_token = _pick(last.float(), temperature, top_k, generator)
         tokens.append(next_token)
         logits, state = model(next_token, state=state, return_state=True)
+        last = logits[:, -1]
     return torch.cat(tokens, dim=1)
+
+
+def _last_real(logits: torch.Tensor, mask: torch.Tensor | None, last: torch.Tensor | None) -> torch.Tensor:
+    """Each row's logits (B, V) at its last real token so far: in this piece (logits (B, T, V),
+    mask (B, T) or None: all real) where it has one, else `last`, from earlier pieces."""
+    if mask is None:
+        return logits[:, -1]
+    mask = mask.bool()
+    position = mask.shape[1] - 1 - mask.flip(1).int().argmax(dim=1)
+    here = logits[torch.arange(len(logits), device=logits.device), position]
+    has = mask.any(dim=1)[:, None]
+    return here if last is None else torch.where(has, here, last)
 
 
 def _pick(logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None) -> torch.Tensor:

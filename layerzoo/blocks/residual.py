@@ -14,7 +14,8 @@ from .swiglu import SwiGLU
 class Block(nn.Module):
     """x + mixer(norm(x)), then x + ffn(norm(x)) when the layer has an FFN.
 
-    x: (B, T, d_model) -> (B, T, d_model). The mixer's streaming state passes straight through.
+    x: (B, T, d_model) -> (B, T, d_model). The mixer's streaming state and cu_seqlens (packed
+    sequences, B = 1) pass straight through; the norms and the FFN act on each token alone.
     """
 
     def __init__(self, d_model: int, mixer: nn.Module, ffn_hidden: int | None, norm_eps: float = 1e-6):
@@ -24,8 +25,9 @@ class Block(nn.Module):
         self.ffn_norm = RMSNorm(d_model, norm_eps) if ffn_hidden else None
         self.ffn = SwiGLU(d_model, ffn_hidden) if ffn_hidden else None
 
-    def forward(self, x: torch.Tensor, state: Any = None, return_state: bool = False):
-        mixed, new_state = self.mixer(self.mixer_norm(x), state=state, return_state=True)
+    def forward(self, x: torch.Tensor, state: Any = None, return_state: bool = False,
+                cu_seqlens: torch.Tensor | None = None):
+        mixed, new_state = self.mixer(self.mixer_norm(x), state=state, return_state=True, cu_seqlens=cu_seqlens)
         x = x + mixed
         if self.ffn is not None:
             x = x + self.ffn(self.ffn_norm(x))

@@ -28,12 +28,16 @@ class Rotary(nn.Module):
         with torch.no_grad():
             self.inv_freq.copy_(self.theta ** (-exponents / self.head_dim))
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """x: (B, T, H, D) at positions offset..offset+T-1 -> rotated x, same shape and dtype."""
-        positions = torch.arange(offset, offset + x.shape[1], device=x.device, dtype=torch.float32)
-        angles = positions[:, None] * self.inv_freq.to(x.device)[None, :]  # (T, D/2)
-        cos = angles.cos()[None, :, None, :]
-        sin = angles.sin()[None, :, None, :]
+    def forward(self, x: torch.Tensor, positions: torch.Tensor | int = 0) -> torch.Tensor:
+        """x: (B, T, H, D) -> rotated x, same shape and dtype. positions: the tokens' absolute
+        positions, (B, T) or (T,) integers, or an int offset for positions offset..offset+T-1."""
+        if isinstance(positions, int):
+            positions = torch.arange(positions, positions + x.shape[1], device=x.device)
+        angles = positions.to(x.device, torch.float32)[..., None] * self.inv_freq.to(x.device)  # ([B,] T, D/2)
+        if angles.dim() == 2:
+            angles = angles[None]
+        cos = angles.cos()[:, :, None, :]
+        sin = angles.sin()[:, :, None, :]
         x1, x2 = x.float().chunk(2, dim=-1)
         rotated = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
         return rotated.to(x.dtype)

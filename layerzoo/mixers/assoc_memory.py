@@ -35,12 +35,12 @@ class AssocMemoryState:
     memory: (A, z) as of the last segment boundary: what the current segment's tokens read.
     pending: increments the current segment's tokens have written so far, against `memory`;
     added to it when the segment completes.
-    position: tokens seen so far; segments end at multiples of segment_size.
+    position: (B,) tokens each stream has seen; its segments end at multiples of segment_size.
     """
 
     memory: Memory
     pending: Memory
-    position: int
+    position: torch.Tensor
 
 
 # One head of 16 dims in tests: a read is a ratio, and with heads of a few dims DPFP's sparse features
@@ -132,10 +132,24 @@ class AssociativeMemory(Mixer):
         update = self.update(x, memory)
         return update if memory is None else memory.plus(update)
 
-    def forward(self, x: torch.Tensor, state: AssocMemoryState | None = None, return_state: bool = False):
-        """The mixer form: each token reads the memory of its segment's start; segments are written whole."""
+    def mix(self, x: torch.Tensor, state: AssocMemoryState | None, cu_seqlens: None):
+        """The mixer form: each token reads the memory of its segment's start; segments are written whole.
+
+        Segments end at each stream's own positions: streams at different positions (rows after
+        a padded prompt) run one at a time.
+        """
         state = state or self.init_state(x.shape[0])
-        memory, pending, position = state.memory, state.pending, state.position
+        if len(set(state.position.tolist())) > 1:
+            batch, length = x.shape[:2]
+            y, state = self.mix_each_sequence(x.reshape(1, batch * length, -1), state,
+                                              torch.arange(0, batch * length + 1, length, device=x.device))
+            return y.reshape(x.shape), state
+        return self._segments(x, state)
+
+    def _segments(self, x: torch.Tensor, state: AssocMemoryState) -> tuple[torch.Tensor, AssocMemoryState]:
+        """x (B, T, d_model) continuing B streams that have all seen the same number of tokens."""
+        memory, pending = state.memory, state.pending
+        position = int(state.position[0]) if len(state.position) else 0
         outputs = [x.new_zeros(x.shape[0], 0, self.d_model)]
         start = 0
         while start < x.shape[1]:
@@ -147,14 +161,15 @@ class AssociativeMemory(Mixer):
             if position % self.segment_size == 0:
                 memory, pending = memory.plus(pending), Memory(*map(torch.zeros_like, pending))
             start = end
-        y = torch.cat(outputs, dim=1)
-        return (y, AssocMemoryState(memory, pending, position)) if return_state else y
+        return torch.cat(outputs, dim=1), AssocMemoryState(memory, pending, state.position + x.shape[1])
 
     def init_state(self, batch_size: int) -> AssocMemoryState:
         shape = (batch_size, self.n_heads, self.key_dim, self.d_model // self.n_heads)
         device = self.query.weight.device
-        return AssocMemoryState(empty_memory(*shape, device=device), empty_memory(*shape, device=device), 0)
+        return AssocMemoryState(empty_memory(*shape, device=device), empty_memory(*shape, device=device),
+                                torch.zeros(batch_size, dtype=torch.long, device=device))
 
     def state_size(self, seq_len: int) -> int:
-        """Two (A, z) pairs, the committed memory and the current segment's writes: constant."""
-        return 2 * self.n_heads * self.key_dim * (self.d_model // self.n_heads + 1)
+        """Two (A, z) pairs, the committed memory and the current segment's writes, and the
+        position: constant."""
+        return 2 * self.n_heads * self.key_dim * (self.d_model // self.n_heads + 1) + 1

@@ -10,6 +10,9 @@ import torch
 from torch import nn
 
 from ..blocks.norms import RMSNorm
+from ..blocks.packing import (
+    concat_sequences, last_of_rows, lengths_of, offsets_of, positions_in_sequences, right_aligned,
+)
 from ..blocks.rotary import Rotary
 from ..errors import OptionError
 from ..kernels import sliding_window_attention
@@ -20,16 +23,20 @@ from .base import Mixer, check_backend
 
 @dataclass
 class KVCache:
-    """Streaming state of attention.
+    """Streaming state of attention for N streams.
 
-    k, v: (B, L, n_kv_heads, head_dim), keys after RoPE, oldest first. Full attention keeps every
-    token (L = position); sliding-window attention keeps the last window-1 (constant memory).
-    position: tokens seen so far (the RoPE offset of the next token).
+    k, v: (N, L, n_kv_heads, head_dim), keys after RoPE, oldest first. Full attention keeps every
+    token; sliding-window attention keeps the last window-1 (constant memory).
+    lengths: (N,) how many of the L slots hold stream n's keys (its last lengths[n]; the slots in
+    front are unused), or None when every stream fills all L: streams that saw different numbers
+    of tokens (a padded batch, packed sequences) have ragged histories.
+    position: (N,) tokens each stream has seen (the RoPE position of its next token).
     """
 
     k: torch.Tensor
     v: torch.Tensor
-    position: int
+    lengths: torch.Tensor | None
+    position: torch.Tensor
 
 
 class CausalAttention(Mixer):
@@ -39,6 +46,8 @@ class CausalAttention(Mixer):
 
     Shapes: x (B, T, d_model) -> (B, T, d_model); head_dim = d_model // n_heads.
     """
+
+    packs_sequences = True
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None, window: int | None,
                  rope_theta: float, qk_norm: bool, backend: str):
@@ -56,25 +65,62 @@ class CausalAttention(Mixer):
         self.q_norm = RMSNorm(self.head_dim) if qk_norm else None
         self.k_norm = RMSNorm(self.head_dim) if qk_norm else None
 
-    def forward(self, x: torch.Tensor, state: KVCache | None = None, return_state: bool = False):
+    def mix(self, x: torch.Tensor, state: KVCache | None, cu_seqlens: torch.Tensor | None):
+        if cu_seqlens is None and (state is None or state.lengths is None):
+            return self._mix_rows(x, state)
+        if cu_seqlens is None:  # rows of one length each, over ragged histories: one packed row
+            batch, length = x.shape[:2]
+            y, state = self._mix_packed(x.reshape(1, batch * length, -1), state,
+                                        torch.arange(0, batch * length + 1, length, device=x.device))
+            return y.reshape(x.shape), state
+        return self._mix_packed(x, state, cu_seqlens)
+
+    def _project(self, x: torch.Tensor, positions: torch.Tensor):
+        """x (B, T, d_model) at positions ((B, T) or (T,)) -> q (B, T, n_heads, head_dim), and k,
+        v (B, T, n_kv_heads, head_dim), with RoPE applied to q and k."""
         batch, length, _ = x.shape
-        position = 0 if state is None else state.position
         q = self.q_proj(x).view(batch, length, self.n_heads, self.head_dim)
         k, v = self.kv_proj(x).view(batch, length, 2, self.n_kv_heads, self.head_dim).unbind(2)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = self.rotary(q, position), self.rotary(k, position)
+        return self.rotary(q, positions), self.rotary(k, positions), v
+
+    def _mix_rows(self, x: torch.Tensor, state: KVCache | None):
+        """Rows of equal length over histories of equal length: the common, rectangular case."""
+        batch, length, _ = x.shape
+        start = torch.zeros(batch, dtype=torch.long, device=x.device) if state is None else state.position
+        steps = torch.arange(length, device=x.device)
+        q, k, v = self._project(x, steps if state is None else start[:, None] + steps)
         if state is not None and state.k.shape[1]:
             k = torch.cat((state.k.to(k.dtype), k), dim=1)
             v = torch.cat((state.v.to(v.dtype), v), dim=1)
         y = sliding_window_attention(q, k, v, self.window, backend=self.backend)
         y = self.out_proj(y.reshape(batch, length, self.d_model))
-        if not return_state:
-            return y
-        return y, KVCache(*self._kept(k, v), position + length)
+        return y, KVCache(*self._kept(k, v), None, start + length)
+
+    def _mix_packed(self, x: torch.Tensor, state: KVCache | None, cu_seqlens: torch.Tensor):
+        """x (1, total, d_model) packing N sequences, each continuing its stream of the state."""
+        streams = len(cu_seqlens) - 1
+        new = lengths_of(cu_seqlens)
+        start = torch.zeros(streams, dtype=torch.long, device=x.device) if state is None else state.position
+        q, k, v = self._project(x, positions_in_sequences(cu_seqlens, start)[None])
+        k, v = k[0], v[0]
+        if state is None:
+            cached = torch.zeros_like(new)
+        else:
+            cached = torch.full_like(new, state.k.shape[1]) if state.lengths is None else state.lengths
+            k = concat_sequences(last_of_rows(state.k.to(k.dtype), cached), cached, k, new)
+            v = concat_sequences(last_of_rows(state.v.to(v.dtype), cached), cached, v, new)
+        seen = cached + new
+        y = sliding_window_attention(q, k[None], v[None], self.window, backend=self.backend,
+                                     cu_seqlens=cu_seqlens, cu_seqlens_k=offsets_of(seen))
+        keep = seen if self.window is None else seen.clamp(max=self.window - 1)
+        lengths = keep if len(keep) and bool((keep != keep.max()).any()) else None
+        cache = KVCache(right_aligned(k, seen, keep), right_aligned(v, seen, keep), lengths, start + new)
+        return self.out_proj(y.reshape(1, x.shape[1], self.d_model)), cache
 
     def _kept(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The keys/values the next call can still attend to."""
+        """The keys/values (B, L, ...) the next call can still attend to."""
         if self.window is None:
             return k, v
         start = max(k.shape[1] - (self.window - 1), 0)
@@ -84,11 +130,11 @@ class CausalAttention(Mixer):
     def init_state(self, batch_size: int) -> KVCache:
         weight = self.q_proj.weight
         empty = weight.new_zeros(batch_size, 0, self.n_kv_heads, self.head_dim)
-        return KVCache(empty, empty.clone(), 0)
+        return KVCache(empty, empty.clone(), None, torch.zeros(batch_size, dtype=torch.long, device=weight.device))
 
     def state_size(self, seq_len: int) -> int:
         kept = seq_len if self.window is None else min(seq_len, self.window - 1)
-        return 2 * kept * self.n_kv_heads * self.head_dim
+        return 2 * kept * self.n_kv_heads * self.head_dim + 1  # + the position
 
 
 @register_mixer("attention", test_options={"n_heads": 4, "n_kv_heads": 2})

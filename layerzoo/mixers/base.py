@@ -4,6 +4,10 @@
 - Streaming: `y, state = mixer(x, state=state, return_state=True)`; `state=None` is the empty
   state, the same as `mixer.init_state(batch_size)`. Any split of a sequence into pieces with the
   state threaded through equals one call; decoding is pieces of length 1.
+- Variable lengths: `mixer(x, cu_seqlens=offsets)` takes sequences packed into one row (B = 1,
+  offsets [0, l1, l1 + l2, ...]); nothing crosses a boundary and the state has one row per
+  sequence. `mixer(x, attention_mask=mask)` takes a padded batch (mask (B, T), 1 at real tokens,
+  padding anywhere): its real tokens run packed, the padding changes no state and gets zeros out.
 - `mixer.state_size(seq_len)`: state elements per sequence after `seq_len` tokens.
 - States are small dataclasses of tensors returned to the caller, never module attributes, so a
   mixer is re-entrant: the same module serves many independent streams.
@@ -16,11 +20,14 @@ from typing import Any, Iterable
 import torch
 from torch import nn
 
+from ..blocks.packing import Packing, check_cu_seqlens, lengths_of
 from ..errors import OptionError, unknown_name_message
+from .states import concat_streams, select_streams
 
 
 class Mixer(nn.Module):
-    """Base class of token mixers. Subclasses implement `forward`, `init_state`, `state_size`."""
+    """Base class of token mixers. Subclasses implement `mix`, `init_state`, `state_size`; the
+    base class's `forward` turns a padded batch into packed sequences for them."""
 
     registry_name: str = ""
 
@@ -41,9 +48,50 @@ class Mixer(nn.Module):
         building the model, and each constructor calls it once.
         """
 
-    def forward(self, x: torch.Tensor, state: Any = None, return_state: bool = False):
-        """x: (B, T, d_model) -> y: (B, T, d_model), or (y, new_state) if return_state."""
+    def forward(self, x: torch.Tensor, state: Any = None, return_state: bool = False, *,
+                cu_seqlens: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None):
+        """x: (B, T, d_model) -> y: (B, T, d_model), or (y, new_state) if return_state.
+
+        cu_seqlens: (N + 1,) offsets of N sequences packed into x (B = 1); state then has N rows.
+        attention_mask: (B, T), 1 at real tokens and 0 at padding; y is 0 at the padding.
+        """
+        packing = None
+        if attention_mask is not None:
+            if cu_seqlens is not None:
+                raise ValueError(f"{type(self).__name__}: pass cu_seqlens or attention_mask, not both")
+            packing = Packing.from_mask(attention_mask, x.shape[:2])
+            x, cu_seqlens = packing.pack(x), packing.cu_seqlens
+        elif cu_seqlens is not None:
+            check_cu_seqlens(type(self).__name__, cu_seqlens, x)
+        if cu_seqlens is None or self.packs_sequences:
+            y, new_state = self.mix(x, state, cu_seqlens)
+        else:
+            y, new_state = self.mix_each_sequence(x, state, cu_seqlens)
+        if packing is not None:
+            y = packing.unpack(y)
+        return (y, new_state) if return_state else y
+
+    # Whether `mix` takes cu_seqlens itself; if not, packed sequences run one at a time through it.
+    packs_sequences: bool = False
+
+    def mix(self, x: torch.Tensor, state: Any, cu_seqlens: torch.Tensor | None) -> tuple[torch.Tensor, Any]:
+        """x: (B, T, d_model), state or None (empty) -> (y (B, T, d_model), new state).
+
+        cu_seqlens is None unless the class sets packs_sequences; then it may be the validated
+        offsets of N sequences packed into x (B = 1), and the state has N rows.
+        """
         raise NotImplementedError
+
+    def mix_each_sequence(self, x: torch.Tensor, state: Any, cu_seqlens: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        """N sequences packed into x (1, T, d_model), each through `mix` on its own stream of the
+        state: any mixer's variable-length path, one call per sequence."""
+        streams = len(cu_seqlens) - 1
+        state = self.init_state(streams) if state is None else state
+        if streams == 0:
+            return x, state
+        results = [self.mix(piece, select_streams(state, n, n + 1), None)
+                   for n, piece in enumerate(x.split(lengths_of(cu_seqlens).tolist(), dim=1))]
+        return torch.cat([y for y, _ in results], dim=1), concat_streams([s for _, s in results])
 
     def init_state(self, batch_size: int) -> Any:
         """The empty state for `batch_size` sequences, on this module's device."""

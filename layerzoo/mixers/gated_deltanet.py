@@ -61,6 +61,8 @@ class GatedDeltaNet(Mixer):
     `gated_delta_rule`; its "auto" runs single-token steps (decoding) as one recurrent step.
     """
 
+    packs_sequences = True
+
     def __init__(
         self,
         d_model: int,
@@ -131,11 +133,12 @@ class GatedDeltaNet(Mixer):
             raise OptionError("chunk_size", f"chunk_size must be >= 1, got {chunk_size}")
         check_backend("gated delta rule", backend, BACKENDS)
 
-    def forward(self, x: torch.Tensor, state: GatedDeltaNetState | None = None, return_state: bool = False):
-        state = self.init_state(x.shape[0]) if state is None else state
-        q, q_conv = self._short_conv(self.q_conv1d, self.q_proj(x), state.q_conv)
-        k, k_conv = self._short_conv(self.k_conv1d, self.k_proj(x), state.k_conv)
-        v, v_conv = self._short_conv(self.v_conv1d, self.v_proj(x), state.v_conv)
+    def mix(self, x: torch.Tensor, state: GatedDeltaNetState | None, cu_seqlens: torch.Tensor | None):
+        streams = x.shape[0] if cu_seqlens is None else len(cu_seqlens) - 1
+        state = self.init_state(streams) if state is None else state
+        q, q_conv = self._short_conv(self.q_conv1d, self.q_proj(x), state.q_conv, cu_seqlens)
+        k, k_conv = self._short_conv(self.k_conv1d, self.k_proj(x), state.k_conv, cu_seqlens)
+        v, v_conv = self._short_conv(self.v_conv1d, self.v_proj(x), state.v_conv, cu_seqlens)
         q = l2_normalize(q.unflatten(-1, (self.n_heads, self.head_dim)))
         k = l2_normalize(k.unflatten(-1, (self.n_heads, self.head_dim)))
         v = v.unflatten(-1, (self.n_heads, self.head_v_dim))
@@ -148,17 +151,17 @@ class GatedDeltaNet(Mixer):
             output_final_state=True,
             chunk_size=self.chunk_size,
             backend=self.backend,
+            cu_seqlens=cu_seqlens,
         )
         gate = self.g_proj(x).unflatten(-1, (self.n_heads, self.head_v_dim))
         y = self.o_proj((self.o_norm(o) * F.silu(gate)).flatten(2))
-        if not return_state:
-            return y
         return y, GatedDeltaNetState(q_conv, k_conv, v_conv, recurrent)
 
     @staticmethod
-    def _short_conv(conv: ShortConvolution | None, x: torch.Tensor, cache: torch.Tensor | None):
+    def _short_conv(conv: ShortConvolution | None, x: torch.Tensor, cache: torch.Tensor | None,
+                    cu_seqlens: torch.Tensor | None):
         """(activation, new cache): the convolution with SiLU, or SiLU alone without one (as fla)."""
-        return (F.silu(x), None) if conv is None else conv(x, cache)
+        return (F.silu(x), None) if conv is None else conv(x, cache, cu_seqlens=cu_seqlens)
 
     def init_state(self, batch_size: int) -> GatedDeltaNetState:
         caches = [None if conv is None else conv.init_state(batch_size)

@@ -32,6 +32,8 @@ class MLSTM(Mixer):
     forget), input-gate bias -10 (small writes until trained).
     """
 
+    packs_sequences = True
+
     def __init__(
         self,
         d_model: int,
@@ -90,7 +92,7 @@ class MLSTM(Mixer):
         if norm_eps <= 0:
             raise OptionError("norm_eps", f"norm_eps must be positive, got {norm_eps}")
 
-    def forward(self, x: torch.Tensor, state: MLSTMState | None = None, return_state: bool = False):
+    def mix(self, x: torch.Tensor, state: MLSTMState | None, cu_seqlens: torch.Tensor | None):
         q, k, v, output_gate = self.in_proj(x).split(self.widths, dim=-1)
         q = q.unflatten(-1, (self.n_heads, self.key_dim))
         k = k.unflatten(-1, (self.n_heads, self.key_dim))
@@ -102,11 +104,11 @@ class MLSTM(Mixer):
             output_final_state=True,
             chunk_size=self.chunk_size,
             backend=self.backend,
+            cu_seqlens=cu_seqlens,
         )
         h = F.layer_norm(h.float(), (self.value_dim,), eps=self.norm_eps) * self.norm_weight.float()
         h = h.flatten(-2) * torch.sigmoid(output_gate.float())
-        y = self.out_proj(h.to(x.dtype))
-        return (y, new_state) if return_state else y
+        return self.out_proj(h.to(x.dtype)), new_state
 
     def gate_preactivations(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x (B, T, d_model) -> soft-capped input and forget gate pre-activations, (B, T, n_heads) each.

@@ -17,14 +17,20 @@ IGNORE = -100  # the target of a position that is not scored (torch cross_entrop
 @dataclass(frozen=True)
 class Batch:
     """input_ids (B, T) long; targets (B, T) long, already shifted: targets[:, t] is what the model
-    should predict at position t, IGNORE where nothing is scored."""
+    should predict at position t, IGNORE where nothing is scored. cu_seqlens: None, or the (N + 1,)
+    offsets of the examples packed into the rows, counted over the flattened batch (B * T): the
+    model then reads it as one packed row, and no example sees another."""
 
     input_ids: torch.Tensor
     targets: torch.Tensor
+    cu_seqlens: torch.Tensor | None = None
 
     @property
     def scored(self) -> int:
         return int((self.targets != IGNORE).sum())
+
+    def to(self, device: torch.device) -> Batch:
+        return Batch(*(None if t is None else t.to(device) for t in (self.input_ids, self.targets, self.cu_seqlens)))
 
 
 @dataclass(frozen=True)
@@ -33,8 +39,11 @@ class Task(Section):
     with their defaults, types and bounds (a spec Section).
 
     Subclasses implement `example(seq_len, generator, depth)` -> (input_ids (T,), targets (T,)).
+    `pack: true` fills each training row with several examples of random lengths instead of one
+    of the full length, each seeing only itself (evaluation stays one example per row).
     """
 
+    pack: bool = False
     name: ClassVar[str] = ""
     has_depth: ClassVar[bool] = False  # whether `depth` (needle position, 0..1) means anything
 
@@ -53,12 +62,30 @@ class Task(Section):
         """The shortest sequence an example fits in."""
         return 2
 
-    def batch(self, seq_len: int, seeds: list[int], depth: float | None = None) -> Batch:
-        """One example per seed, stacked: the same seeds always give the same batch."""
+    def batch(self, seq_len: int, seeds: list[int], depth: float | None = None, pack: bool = False) -> Batch:
+        """One row per seed, stacked: the same seeds always give the same batch. A row is one
+        example, or with `pack` several, their lengths drawn uniformly from min_seq_len() to
+        seq_len and the last cut to what is left (a rest too short for an example is padding,
+        unscored)."""
         if seq_len < self.min_seq_len():
             raise ValueError(f"task {self.name}: seq_len {seq_len} is too short (needs >= {self.min_seq_len()})")
-        pairs = [self.example(seq_len, torch.Generator().manual_seed(seed), depth) for seed in seeds]
-        return Batch(torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs]))
+        if not pack:
+            pairs = [self.example(seq_len, torch.Generator().manual_seed(seed), depth) for seed in seeds]
+            return Batch(torch.stack([p[0] for p in pairs]), torch.stack([p[1] for p in pairs]))
+        rows, lengths = [], []
+        for seed in seeds:
+            generator = torch.Generator().manual_seed(seed)
+            pieces = []
+            while (rest := seq_len - sum(len(ids) for ids, _ in pieces)) > 0:
+                length = min(int(randint(generator, self.min_seq_len(), seq_len + 1)), rest)
+                if length < self.min_seq_len():
+                    pieces.append((torch.zeros(rest, dtype=torch.long), torch.full((rest,), IGNORE)))
+                else:
+                    pieces.append(self.example(length, generator, depth))
+            rows.append([torch.cat(parts) for parts in zip(*pieces)])
+            lengths += [len(ids) for ids, _ in pieces]
+        cu_seqlens = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()])
+        return Batch(torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows]), cu_seqlens)
 
 
 def example_seed(*parts: int | str) -> int:

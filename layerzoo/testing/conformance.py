@@ -129,6 +129,62 @@ def check_gradients(mixer: torch.nn.Module, x: torch.Tensor) -> None:
             raise AssertionError(f"parameter {name!r} got no finite gradient")
 
 
+def padded_batch(rows: list[torch.Tensor], side: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sequences (T_i, ...) -> a batch (B, max T_i, ...) padded with noise on the `side` ("left" or
+    "right") and its attention_mask (B, max T_i), 1 at real tokens. Noise, not zeros, so that a
+    pad that leaked anywhere would show."""
+    length = max(len(row) for row in rows)
+    batch = torch.randn(len(rows), length, *rows[0].shape[1:], generator=torch.Generator().manual_seed(7))
+    batch = batch.to(rows[0].dtype) if rows[0].is_floating_point() else batch.abs().mul(10).long()
+    mask = torch.zeros(len(rows), length, dtype=torch.long)
+    for index, row in enumerate(rows):
+        place = slice(length - len(row), length) if side == "left" else slice(0, len(row))
+        batch[index, place], mask[index, place] = row, 1
+    return batch, mask
+
+
+def check_padding(mixer: torch.nn.Module, x: torch.Tensor, lengths: list[int], decode: int = 3) -> None:
+    """A padded batch equals its rows one by one, padded on either side: each row's outputs at its
+    real tokens (zeros at the padding), and then `decode` more tokens continued from the batch's
+    state equal those continued from the row's own state (pieces of one token: decoding).
+
+    x: (B, T, d_model) with T >= max(lengths) + decode; row b is x[b, :lengths[b]].
+    """
+    rows = [x[index, :length] for index, length in enumerate(lengths)]
+    after = x[:, max(lengths):max(lengths) + decode]
+    alone = [mixer(row[None], return_state=True) for row in rows]
+    for side in ("left", "right"):
+        batch, mask = padded_batch(rows, side)
+        y, state = mixer(batch, attention_mask=mask, return_state=True)
+        if bool(y[mask == 0].any()):
+            raise AssertionError(f"{side}-padded batch: the padding's outputs are not zero")
+        for index, (length, (expected, _)) in enumerate(zip(lengths, alone)):
+            assert_close(y[index][mask[index] == 1], expected[0], x.dtype, what=f"{side}-padded row {index} ({length} tokens)")
+        continued, _ = run_in_pieces(mixer, after, [1] * after.shape[1], state)
+        for index, (_, row_state) in enumerate(alone):
+            expected, _ = run_in_pieces(mixer, after[index:index + 1], [1] * after.shape[1], row_state)
+            assert_close(continued[index], expected[0], x.dtype, what=f"decoding after a {side}-padded row {index}")
+
+
+def check_packing(mixer: torch.nn.Module, x: torch.Tensor, lengths: list[int], decode: int = 3) -> None:
+    """Sequences packed into one row with cu_seqlens equal each run alone: outputs, and `decode`
+    more tokens per sequence continued from the packed call's state (one stream per sequence).
+
+    x: (N, T, d_model) with T >= max(lengths) + decode; sequence n is x[n, :lengths[n]].
+    """
+    rows = [x[index, :length] for index, length in enumerate(lengths)]
+    packed = torch.cat(rows)[None]
+    cu_seqlens = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()])
+    y, state = mixer(packed, cu_seqlens=cu_seqlens, return_state=True)
+    after = x[:, max(lengths):max(lengths) + decode]
+    continued, _ = run_in_pieces(mixer, after, [1] * after.shape[1], state)
+    for index, (row, start) in enumerate(zip(rows, cu_seqlens.tolist())):
+        expected, row_state = mixer(row[None], return_state=True)
+        assert_close(y[0, start:start + len(row)], expected[0], x.dtype, what=f"packed sequence {index} ({len(row)} tokens)")
+        expected, _ = run_in_pieces(mixer, after[index:index + 1], [1] * after.shape[1], row_state)
+        assert_close(continued[index], expected[0], x.dtype, what=f"decoding after packed sequence {index}")
+
+
 def check_dtypes(mixer: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype = torch.bfloat16) -> None:
     """In `dtype` (weights and input) the output keeps that dtype and stays close to fp32."""
     reference = mixer(x.float())
@@ -154,4 +210,7 @@ def check_mixer(mixer: str | type, d_model: int = 32, batch: int = 2, length: in
         check_reentrant(module, x)
         check_state_size(module, x)
         check_dtypes(module, x)
+        lengths = [max(length - 3 - 2 * index, 1) for index in range(batch)]
+        check_padding(module, x, lengths)
+        check_packing(module, x, lengths)
     check_gradients(module, x)

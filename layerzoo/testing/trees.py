@@ -7,6 +7,8 @@ from typing import Any, Callable
 
 import torch
 
+from ..mixers.states import zip_states
+
 
 def tensors_in(tree: Any) -> list[torch.Tensor]:
     """Every tensor in a state, in a fixed order (fields, items, values); other leaves are skipped."""
@@ -23,15 +25,4 @@ def tensors_in(tree: Any) -> list[torch.Tensor]:
 
 def map_tensors(fn: Callable[[torch.Tensor], Any], tree: Any) -> Any:
     """The same state with every tensor t replaced by fn(t); other leaves kept as they are."""
-    if isinstance(tree, torch.Tensor):
-        return fn(tree)
-    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
-        fields = {f.name: map_tensors(fn, getattr(tree, f.name)) for f in dataclasses.fields(tree)}
-        return dataclasses.replace(tree, **fields)
-    if isinstance(tree, tuple) and hasattr(tree, "_fields"):  # a named tuple
-        return type(tree)(*(map_tensors(fn, item) for item in tree))
-    if isinstance(tree, (list, tuple)):
-        return type(tree)(map_tensors(fn, item) for item in tree)
-    if isinstance(tree, dict):
-        return {key: map_tensors(fn, item) for key, item in tree.items()}
-    return tree
+    return zip_states(lambda tensors: fn(tensors[0]), [tree])

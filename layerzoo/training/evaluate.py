@@ -22,7 +22,10 @@ def score(model: nn.Module, batch: Batch, autocast: contextlib.AbstractContextMa
     """(summed cross-entropy (0-d, differentiable), correct argmax predictions (0-d), scored tokens)
     over the positions of batch.targets that are not IGNORE."""
     with autocast:
-        logits = model(batch.input_ids)
+        if batch.cu_seqlens is None:
+            logits = model(batch.input_ids)
+        else:
+            logits = model(batch.input_ids.reshape(1, -1), cu_seqlens=batch.cu_seqlens).reshape(*batch.input_ids.shape, -1)
     logits = logits.float()
     targets = batch.targets
     loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE, reduction="sum")
@@ -47,7 +50,7 @@ def evaluate(model: nn.Module, task: Task, seq_len: int, samples: int, seed: int
         indices = mine[start:start + batch_size]
         seeds = [example_seed(seed, "eval", seq_len, depth, index) for index in indices or [0]]
         batch = task.batch(seq_len, seeds, depth=depth)
-        batch = Batch(batch.input_ids.to(context.device), batch.targets.to(context.device))
+        batch = batch.to(context.device)
         batch_loss, batch_correct, batch_count = score(model, batch, autocast)
         if indices:
             loss, correct, count = loss + batch_loss.item(), correct + batch_correct.item(), count + batch_count

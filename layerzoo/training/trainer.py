@@ -193,8 +193,7 @@ def step_batches(task: Task, config: TrainingConfig, step: int, seq_len: int, sh
     batches = []
     for start in range(first, first + share, micro):
         seeds = [example_seed(config.seed, "train", step, index) for index in range(start, start + micro)]
-        batch = task.batch(seq_len, seeds)
-        batches.append(Batch(batch.input_ids.to(context.device), batch.targets.to(context.device)))
+        batches.append(task.batch(seq_len, seeds, pack=task.pack).to(context.device))
     return batches
 
 

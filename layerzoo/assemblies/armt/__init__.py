@@ -9,10 +9,10 @@
 
 from .adapter import load_adapter, save_adapter
 from .backbones import HF_LAYER_PATHS, find_decoder_layers
-from .model import ARMT, ARMTState
+from .model import ARMT, ARMTState, ARMTStreams
 from .wrap import load_hf_checkpoint, wrap
 
 __all__ = [
-    "ARMT", "ARMTState", "HF_LAYER_PATHS", "find_decoder_layers", "load_adapter",
+    "ARMT", "ARMTState", "ARMTStreams", "HF_LAYER_PATHS", "find_decoder_layers", "load_adapter",
     "load_hf_checkpoint", "save_adapter", "wrap",
 ]

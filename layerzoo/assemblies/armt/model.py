@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from ...blocks.packing import Packing, check_cu_seqlens, lengths_of
 from ...kernels.assoc_memory import Memory
 from ...mixers.assoc_memory import AssociativeMemory
 from ...specs import ARMTConfig
@@ -41,6 +42,14 @@ class ARMTState:
     memory: tuple[Memory | None, ...]
     cache: Any
     length: int
+
+
+@dataclass
+class ARMTStreams:
+    """Streaming state of a batch whose rows are at different places in their segments (after
+    prompts of different lengths): one ARMTState per row, each continued on its own."""
+
+    rows: list[ARMTState]
 
 
 class ARMT(nn.Module):
@@ -108,8 +117,16 @@ class ARMT(nn.Module):
         """
         return list(self.backbone.layers)
 
-    def forward(self, input_ids: torch.Tensor, state: ARMTState | None = None, return_state: bool = False,
-                labels: torch.Tensor | None = None):
+    def forward(self, input_ids: torch.Tensor, state: ARMTState | ARMTStreams | None = None, return_state: bool = False,
+                labels: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                cu_seqlens: torch.Tensor | None = None):
+        if attention_mask is not None or cu_seqlens is not None or isinstance(state, ARMTStreams):
+            if labels is not None:
+                raise ValueError("ARMT: labels go with rectangular batches, not with attention_mask, cu_seqlens or "
+                                 "ARMTStreams")
+            if attention_mask is not None and cu_seqlens is not None:
+                raise ValueError("ARMT: pass attention_mask or cu_seqlens, not both")
+            return self._forward_rows(input_ids, state, return_state, attention_mask, cu_seqlens)
         self._check_inputs(input_ids, state, labels)
         state = state or self.init_state(input_ids.shape[0])
         targets = None if labels is None else F.pad(labels[:, 1:], (0, 1), value=IGNORE_INDEX)
@@ -139,6 +156,41 @@ class ARMT(nn.Module):
             total, count = (torch.stack(parts).sum(0) for parts in zip(*outputs))
             result = total / count.clamp_min(1)
         return (result, new_state) if return_state else result
+
+    def _forward_rows(self, input_ids: torch.Tensor, state: ARMTState | ARMTStreams | None, return_state: bool,
+                      attention_mask: torch.Tensor | None, cu_seqlens: torch.Tensor | None):
+        """Each sequence alone (a batch row without its padding, or a packed document): segments
+        end at each sequence's own positions, so sequences of different lengths cannot share a
+        pass. Returns logits shaped like input_ids (zeros at padding) and ARMTStreams."""
+        if isinstance(state, ARMTState):
+            raise ValueError("ARMT: sequences of different lengths start a stream or continue the ARMTStreams "
+                             "of an earlier call, not an ARMTState")
+        if cu_seqlens is not None:
+            check_cu_seqlens("ARMT", cu_seqlens, input_ids)
+            real = torch.ones_like(input_ids, dtype=torch.bool)
+            sequences = list(input_ids[0].split(lengths_of(cu_seqlens).tolist()))
+        else:
+            if attention_mask is not None:
+                Packing.from_mask(attention_mask, input_ids.shape)  # its one-line errors
+            real = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
+            sequences = [ids[keep] for ids, keep in zip(input_ids, real)]
+        rows = [None] * len(sequences) if state is None else state.rows
+        if len(rows) != len(sequences):
+            raise ValueError(f"state has {len(rows)} streams, the input {len(sequences)} sequences")
+        outputs, states = [], []
+        for ids, row in zip(sequences, rows):
+            logits, row = self.forward(ids[None], row, return_state=True) if len(ids) else (None, row)
+            outputs.append(logits)
+            states.append(row)
+        logits = torch.zeros(*input_ids.shape, self.config.vocab_size, device=input_ids.device,
+                             dtype=next((o.dtype for o in outputs if o is not None), torch.float32))
+        if cu_seqlens is not None:
+            logits[0] = torch.cat([o[0] for o in outputs if o is not None])
+        else:
+            for index, output in enumerate(outputs):
+                if output is not None:
+                    logits[index, real[index]] = output[0]
+        return (logits, ARMTStreams(states)) if return_state else logits
 
     def _segment(self, input_ids, memory, cache, offset, complete, keep_cache, targets):
         """One pass of the base model over a piece of a segment; with `complete`, the memory tokens too.
