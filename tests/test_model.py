@@ -54,7 +54,7 @@ def test_sliding_window_decoding_runs_in_constant_memory():
         for _ in range(3 * window):
             logits, state = model(token, state=state, return_state=True)
             token = logits[:, -1:].argmax(-1)
-            sizes.append(sum(layer.k.numel() + layer.v.numel() for layer in state))
+            sizes.append(sum(layer.k.numel() + layer.v.numel() + layer.position.numel() for layer in state))
     assert max(sizes) == sizes[-1] == sizes[window]  # grows for window-1 tokens, then stays
     assert sizes[-1] == model.state_size(3 * window)
 

@@ -87,3 +87,24 @@ def test_bad_cu_seqlens_are_a_one_line_error(cu_seqlens, message):
     with pytest.raises(ValueError, match=message) as info:
         model(torch.zeros(1, 4, dtype=torch.long), cu_seqlens=cu_seqlens)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("name", TINY)
+def test_on_cuda_padded_and_packed_batches_equal_their_rows_alone(name):
+    torch.manual_seed(0)
+    model = layerzoo.build(name, device="cuda").eval()
+    prompts = [p.cuda() for p in prompts_of([7, 1, 70, 33], model.config.vocab_size, seed=3)]
+    batch, mask = padded_batch([p.cpu() for p in prompts], "left")
+    cu_seqlens = torch.tensor([0, 7, 8, 78, 111], device="cuda")
+    with torch.no_grad():
+        padded = model(batch.cuda(), attention_mask=mask.cuda())
+        packed = model(torch.cat(prompts)[None], cu_seqlens=cu_seqlens)[0]
+        for index, prompt in enumerate(prompts):
+            alone = model(prompt[None])[0]
+            assert_close(padded[index][mask[index].cuda() == 1], alone, what=f"padded row {index}")
+            assert_close(packed[cu_seqlens[index]:cu_seqlens[index + 1]], alone, what=f"packed sequence {index}")
+    generated = model.generate(batch.cuda(), 8, attention_mask=mask.cuda())
+    for index, prompt in enumerate(prompts):
+        assert torch.equal(generated[index, batch.shape[1]:], model.generate(prompt[None], 8)[0, len(prompt):])
