@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from ..blocks.norms import RMSNorm
-from ..blocks.packing import Packing, check_cu_seqlens
+from ..blocks.packing import Packing, check_packed
 from ..blocks.residual import Block
 from ..registry import get_mixer
 from ..specs import ModelConfig, Spec
@@ -71,7 +71,7 @@ class CausalLM(nn.Module):
         if packing is not None:
             x, cu_seqlens = packing.pack(x), packing.cu_seqlens
         elif cu_seqlens is not None:
-            check_cu_seqlens("CausalLM", cu_seqlens, x)
+            check_packed("CausalLM", cu_seqlens, x)
         new_state = []
         for index, block in enumerate(self.blocks):
             x, layer_state = block(x, None if state is None else state[index], return_state=True, cu_seqlens=cu_seqlens)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..kernels.common import check_cu_seqlens
+
 
 def lengths_of(cu_seqlens: torch.Tensor) -> torch.Tensor:
     """(N + 1,) offsets -> (N,) lengths."""
@@ -72,18 +74,10 @@ def right_aligned(packed: torch.Tensor, lengths: torch.Tensor, keep: torch.Tenso
     return rows.index_copy(0, ids[kept] * width + width - from_end[kept], packed[kept]).unflatten(0, (len(lengths), width))
 
 
-def check_cu_seqlens(op: str, cu_seqlens: torch.Tensor, x: torch.Tensor) -> None:
-    """A one-line ValueError unless x (B, T, ...) is one packed row that cu_seqlens covers exactly:
-    B = 1, cu_seqlens a 1-D int tensor on x's device, from 0, non-decreasing, ending at T."""
-    if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dim() != 1 or cu_seqlens.is_floating_point():
-        raise ValueError(f"{op}: cu_seqlens must be a 1-d integer tensor of offsets [0, l1, l1 + l2, ...]")
-    if x.shape[0] != 1:
-        raise ValueError(f"{op}: with cu_seqlens the sequences are packed into one row (B = 1), got B = {x.shape[0]}")
-    if cu_seqlens.device != x.device:
-        raise ValueError(f"{op}: cu_seqlens is on {cu_seqlens.device}, the inputs on {x.device}")
-    values = cu_seqlens.tolist()
-    if len(values) < 2 or values[0] != 0 or values[-1] != x.shape[1] or any(b < a for a, b in zip(values, values[1:])):
-        raise ValueError(f"{op}: cu_seqlens must rise from 0 to T = {x.shape[1]} without falling, got {values}")
+def check_packed(op: str, cu_seqlens: torch.Tensor, x: torch.Tensor) -> None:
+    """A one-line ValueError "<op>: cu_seqlens ..." unless x (B, T, ...) is one row (B = 1) of
+    packed sequences that cu_seqlens covers exactly (the kernels' own check)."""
+    check_cu_seqlens(op, cu_seqlens, {"B": x.shape[0], "T": x.shape[1]}, x.device, rows=None)
 
 
 @dataclass(frozen=True)

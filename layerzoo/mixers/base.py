@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import torch
 from torch import nn
 
-from ..blocks.packing import Packing, check_cu_seqlens, lengths_of
+from ..blocks.packing import Packing, check_packed, lengths_of
 from ..errors import OptionError, unknown_name_message
 from .states import concat_streams, select_streams
 
@@ -62,7 +62,7 @@ class Mixer(nn.Module):
             packing = Packing.from_mask(attention_mask, x.shape[:2])
             x, cu_seqlens = packing.pack(x), packing.cu_seqlens
         elif cu_seqlens is not None:
-            check_cu_seqlens(type(self).__name__, cu_seqlens, x)
+            check_packed(type(self).__name__, cu_seqlens, x)
         if cu_seqlens is None or self.packs_sequences:
             y, new_state = self.mix(x, state, cu_seqlens)
         else:

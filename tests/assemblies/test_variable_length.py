@@ -78,9 +78,9 @@ def test_a_bad_attention_mask_is_a_one_line_error(mask, message):
 
 
 @pytest.mark.parametrize("cu_seqlens,message", [
-    (torch.tensor([0, 2, 3]), r"cu_seqlens must rise from 0 to T = 4"),
-    (torch.tensor([0, 3, 2, 4]), r"cu_seqlens must rise from 0 to T = 4 without falling"),
-    (torch.tensor([0.0, 4.0]), r"cu_seqlens must be a 1-d integer tensor"),
+    (torch.tensor([0, 2, 3]), r"cu_seqlens must run from 0 to T = 4"),
+    (torch.tensor([0, 3, 2, 4]), r"cu_seqlens must be non-decreasing"),
+    (torch.tensor([0.0, 4.0]), r"cu_seqlens must be a 1-D int32 or int64 tensor"),
 ])
 def test_bad_cu_seqlens_are_a_one_line_error(cu_seqlens, message):
     model = layerzoo.build("swa-tiny")

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from ...blocks.packing import Packing, check_cu_seqlens, lengths_of
+from ...blocks.packing import Packing, check_packed, lengths_of
 from ...kernels.assoc_memory import Memory
 from ...mixers.assoc_memory import AssociativeMemory
 from ...specs import ARMTConfig
@@ -166,7 +166,7 @@ class ARMT(nn.Module):
             raise ValueError("ARMT: sequences of different lengths start a stream or continue the ARMTStreams "
                              "of an earlier call, not an ARMTState")
         if cu_seqlens is not None:
-            check_cu_seqlens("ARMT", cu_seqlens, input_ids)
+            check_packed("ARMT", cu_seqlens, input_ids)
             real = torch.ones_like(input_ids, dtype=torch.bool)
             sequences = list(input_ids[0].split(lengths_of(cu_seqlens).tolist()))
         else:
