@@ -151,7 +151,7 @@ def train(args: argparse.Namespace) -> int:
     result = run(args.spec, args.overrides, run_dir=args.out, resume=args.resume, overwrite=args.overwrite,
                  progress=not args.no_progress)
     try:
-        autocast = autocast_context(result.spec.training.precision, result.context.device)
+        autocast = autocast_context(result.spec.training, result.context)
         grid_report(result.model, result.spec, result.task, result.run_dir, context=result.context, autocast=autocast)
     finally:
         teardown(result.context)

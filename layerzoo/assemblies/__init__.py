@@ -4,5 +4,6 @@ from .armt import ARMT, wrap
 from .build import build
 from .causal_lm import CausalLM
 from .generate import generate
+from .init import init_weights
 
-__all__ = ["ARMT", "CausalLM", "build", "generate", "wrap"]
+__all__ = ["ARMT", "CausalLM", "build", "generate", "init_weights", "wrap"]

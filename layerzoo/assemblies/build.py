@@ -22,10 +22,9 @@ def build(spec: str | Path | dict | Spec | ModelConfig, overrides: list[str] = (
     device="meta" builds without allocating (to count parameters of a large spec).
     """
     spec = Spec(model=spec) if isinstance(spec, ModelConfig) else load_spec(spec, overrides)
-    if spec.hf_checkpoint is not None:
-        base = load_hf_checkpoint(spec.hf_checkpoint).to(device=device or "cpu")
-    else:
-        with torch.device(device or "cpu"):
+    base = None if spec.hf_checkpoint is None else load_hf_checkpoint(spec.hf_checkpoint).to(device=device or "cpu")
+    with torch.device(device or "cpu"):  # ARMT's own modules too: on "meta" nothing is allocated or drawn
+        if base is None:
             base = CausalLM(spec.model)
-    model = base if spec.armt is None else ARMT(base, spec.armt)
+        model = base if spec.armt is None else ARMT(base, spec.armt)
     return model.to(dtype=dtype) if dtype is not None else model

@@ -34,11 +34,19 @@ class CausalLM(nn.Module):
         )
         self.final_norm = RMSNorm(config.d_model, config.norm_eps)
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        nn.init.normal_(self.embedding.weight, std=config.init_std)
         if config.tie_embeddings:
             self.head.weight = self.embedding.weight
-        else:
-            nn.init.normal_(self.head.weight, std=config.init_std)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The model's own init, after its modules' defaults: embedding (and an untied head) N(0, init_std)."""
+        nn.init.normal_(self.embedding.weight, std=self.config.init_std)
+        if not self.config.tie_embeddings:
+            nn.init.normal_(self.head.weight, std=self.config.init_std)
+
+    def shard_units(self) -> list[nn.Module]:
+        """The modules FSDP shards one by one (then the model itself): the blocks."""
+        return list(self.blocks)
 
     def forward(self, input_ids: torch.Tensor, state: list[Any] | None = None, return_state: bool = False):
         if input_ids.dim() != 2:

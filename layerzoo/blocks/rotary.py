@@ -17,8 +17,16 @@ class Rotary(nn.Module):
         super().__init__()
         if head_dim % 2:
             raise ValueError(f"RoPE needs an even head_dim, got {head_dim}")
-        inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-        self.register_buffer("inv_freq", inv_freq.float(), persistent=False)
+        self.head_dim, self.theta = head_dim, theta
+        self.register_buffer("inv_freq", torch.empty(head_dim // 2), persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """inv_freq (D/2,) fp32 = theta^(-2i/D), computed in fp64. A buffer outside the state dict,
+        so a model built on the meta device gets it from here, not from a checkpoint."""
+        exponents = torch.arange(0, self.head_dim, 2, dtype=torch.float64, device=self.inv_freq.device)
+        with torch.no_grad():
+            self.inv_freq.copy_(self.theta ** (-exponents / self.head_dim))
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """x: (B, T, H, D) at positions offset..offset+T-1 -> rotated x, same shape and dtype."""

@@ -8,6 +8,12 @@ Three implementations of one operation, chosen per call:
   their gradients included. The CUDA fallback.
 - "torch" (grouped `F.conv1d` over [state; x]): CPU and fp64. Triton does not run on CPU, and on
   CPU a grouped convolution over a few taps is cheap next to the projections around it.
+
+Packed sequences (cu_seqlens, B = 1): the convolution restarts at every sequence, from its own
+state row. "torch" convolves all the sequences at once, each behind its own state; "fla" takes
+them natively; "causal_conv1d" takes them (as seq_idx) only from the empty state, since its
+kernels then neither read initial states nor return final states: the final states are gathered
+from the inputs, and a call with a state runs "torch" instead.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import unknown_name_message
-from ..kernels.common import installed
+from ..kernels.common import check_cu_seqlens, installed, without_empty_sequences
 
 CONV_BACKENDS = ("torch", "fla", "causal_conv1d")
 ACTIVATIONS = ("silu", None)
@@ -36,27 +42,77 @@ def _dao_causal_conv1d():
     return causal_conv1d_fn
 
 
-def _torch_conv(x, state, weight, bias, activation):
+def _torch_conv(x, state, weight, bias, activation, bounds=None):
+    if bounds is not None:
+        return _packed_torch_conv(x, state, weight, bias, activation, bounds)
     padded = torch.cat((state, x), dim=1)
-    y = F.conv1d(padded.transpose(1, 2), weight[:, None, :], bias, groups=weight.shape[0]).transpose(1, 2)
-    if activation == "silu":
-        y = F.silu(y)
+    y = _convolve(padded, weight, bias, activation)
     # clone: a view would keep the whole padded input alive in the state
     return y, padded[:, padded.shape[1] - state.shape[1]:].clone()
 
 
-def _fla_conv(x, state, weight, bias, activation):
+def _convolve(padded, weight, bias, activation):
+    """(B, width - 1 + T, channels) -> (B, T, channels): the depthwise convolution without padding."""
+    y = F.conv1d(padded.transpose(1, 2), weight[:, None, :], bias, groups=weight.shape[0]).transpose(1, 2)
+    return F.silu(y) if activation == "silu" else y
+
+
+def _packed_torch_conv(x, state, weight, bias, activation, bounds):
+    """Every packed sequence behind its own state row, [state_0; x_0; state_1; x_1; ...], in one
+    convolution; each sequence keeps the outputs at its own tokens (the windows that straddle two
+    sequences are dropped)."""
+    rows, keep = state.shape[:2]
+    starts, lengths = torch.tensor(bounds[:-1]), torch.tensor(bounds[1:]) - torch.tensor(bounds[:-1])
+    # where each state row and each token go in the interleaved layout
+    segment = torch.cat((torch.zeros(1, dtype=torch.int64), (lengths + keep).cumsum(0)))[:-1]
+    state_places = (segment[:, None] + torch.arange(keep)).flatten()
+    sequence = torch.repeat_interleave(torch.arange(rows), lengths)
+    token_places = segment[sequence] + keep + torch.arange(bounds[-1]) - starts[sequence]
+    order = torch.empty(rows * keep + bounds[-1], dtype=torch.int64)
+    order[state_places] = torch.arange(rows * keep)
+    order[token_places] = rows * keep + torch.arange(bounds[-1])
+    interleaved = torch.cat((state.reshape(1, rows * keep, x.shape[2]), x), dim=1).index_select(1, order.to(x.device))
+    y = _convolve(interleaved, weight, bias, activation)
+    # the output of the window ending at place p is y[p - keep]
+    return y.index_select(1, (token_places - keep).to(x.device)), _last_inputs(x, state, bounds)
+
+
+def _last_inputs(x, state, bounds):
+    """The final state of each packed sequence: the last width - 1 rows of [its state row; its
+    tokens] (N, width - 1, channels). x: (1, T, channels), T >= 1; state: (N, width - 1, channels)."""
+    keep = state.shape[1]
+    lengths = torch.tensor(bounds[1:]) - torch.tensor(bounds[:-1])
+    place = lengths[:, None] + torch.arange(keep)  # in [state row; tokens], counted from its start
+    from_state = (place < keep).to(x.device)[..., None]
+    tokens = (torch.tensor(bounds[:-1])[:, None] + place - keep).clamp(0, x.shape[1] - 1).to(x.device)
+    old = state.gather(1, place.clamp(max=max(keep - 1, 0)).to(x.device)[..., None].expand(-1, -1, state.shape[2]))
+    return torch.where(from_state, old, x[0, tokens])
+
+
+def _fla_conv(x, state, weight, bias, activation, bounds=None):
     from fla.modules.causal_conv1d import causal_conv1d
 
+    if bounds is not None and any(end == start for start, end in zip(bounds, bounds[1:])):
+        # fla's kernels are not written for sequences without a chunk
+        return without_empty_sequences(
+            lambda offsets, rows: _fla_conv(x, rows, weight, bias, activation, offsets), bounds, state)
+    packed = {}
+    if bounds is not None:
+        # the host copy spares fla a device sync to find its chunks
+        offsets = torch.tensor(bounds, dtype=torch.int64)
+        packed = {"cu_seqlens": offsets.to(x.device), "cu_seqlens_cpu": offsets}
     # fla's cache holds the last `width` inputs and never reads the oldest; ours holds width - 1.
     cache = F.pad(state.transpose(1, 2), (1, 0))
     y, final = causal_conv1d(
-        x, weight, bias, initial_state=cache, output_final_state=True, activation=activation, backend="triton"
+        x, weight, bias, initial_state=cache, output_final_state=True, activation=activation, backend="triton",
+        **packed,
     )
     return y, final[..., 1:].transpose(1, 2)
 
 
-def _dao_conv(x, state, weight, bias, activation):
+def _dao_conv(x, state, weight, bias, activation, bounds=None):
+    if bounds is not None:
+        return _packed_dao_conv(x, state, weight, bias, activation, bounds)
     # Channel-last (B, D, T) views of contiguous (B, T, D) tensors: the layout this kernel needs
     # to take initial states and return final ones.
     y, final = _dao_causal_conv1d()(
@@ -68,6 +124,17 @@ def _dao_conv(x, state, weight, bias, activation):
         activation=activation,
     )
     return y.transpose(1, 2), final.transpose(1, 2)
+
+
+def _packed_dao_conv(x, state, weight, bias, activation, bounds):
+    """Packed sequences from the empty state (ShortConvolution.forward sends those with a state
+    to "torch"): seq_idx restarts the convolution at each sequence. With seq_idx the kernel
+    returns no final states, so they are gathered from the inputs."""
+    lengths = torch.tensor(bounds[1:]) - torch.tensor(bounds[:-1])
+    seq_idx = torch.repeat_interleave(torch.arange(len(lengths), dtype=torch.int32), lengths)
+    y = _dao_causal_conv1d()(
+        x.contiguous().transpose(1, 2), weight, bias, seq_idx=seq_idx[None].to(x.device), activation=activation)
+    return y.transpose(1, 2), _last_inputs(x, state, bounds)
 
 
 _IMPLEMENTATIONS = {"torch": _torch_conv, "fla": _fla_conv, "causal_conv1d": _dao_conv}
@@ -106,6 +173,11 @@ class ShortConvolution(nn.Module):
     (B, width - 1, channels) in x's dtype: the last width - 1 inputs, oldest first; None is the
     start of a sequence (zeros). Any split of a sequence, the state threaded through, equals one
     call. `backend` is "auto" (see choose_conv_backend) or one of CONV_BACKENDS.
+
+    Packed sequences (cu_seqlens, fla's convention): x (1, T, channels) holds N sequences one
+    after another, and the states hold a row per sequence (N, width - 1, channels); each sequence
+    is convolved as if alone, from its own state row (a sequence shorter than width - 1 keeps the
+    older part of that row in its final state, zeros from the empty state).
     """
 
     def __init__(self, channels: int, width: int = 4, activation: str | None = "silu", bias: bool = False,
@@ -131,13 +203,25 @@ class ShortConvolution(nn.Module):
         """Zeros (B, width - 1, channels): the state at the start of a sequence."""
         return self.weight.new_zeros(batch_size, self.width - 1, self.channels, dtype=dtype)
 
-    def forward(self, x: torch.Tensor, state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """x: (B, T, channels), state: (B, width - 1, channels) or None -> (y, new_state)."""
-        state = self.init_state(x.shape[0], x.dtype) if state is None else state.to(x.dtype)
+    def forward(self, x: torch.Tensor, state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """x: (B, T, channels), state: (B, width - 1, channels) or None -> (y, new_state).
+
+        cu_seqlens: None, or the offsets [0, l1, l1 + l2, ..., T] of packed sequences (a 1-D
+        int32/int64 tensor on x's device; B = 1): then state and new_state are (N, width - 1,
+        channels), N = len(cu_seqlens) - 1.
+        """
+        sizes = {"B": x.shape[0], "T": x.shape[1]} | ({} if state is None else {"N": state.shape[0]})
+        bounds = check_cu_seqlens("ShortConvolution", cu_seqlens, sizes, x.device)
         name = choose_conv_backend(x, self.width, self.backend)
+        if bounds is not None and name == "causal_conv1d" and state is not None:
+            name = "torch"  # its kernels take packed sequences (seq_idx) only without initial states
+        rows = x.shape[0] if bounds is None else len(bounds) - 1
+        state = self.init_state(rows, x.dtype) if state is None else state.to(x.dtype)
         if x.shape[1] == 0:  # nothing to convolve (the kernels need a window's worth): state unchanged
             return x.new_zeros(x.shape), state
-        return _IMPLEMENTATIONS[name](x, state, self.weight, self.bias, self.activation)
+        packed = {} if bounds is None else {"bounds": bounds}
+        return _IMPLEMENTATIONS[name](x, state, self.weight, self.bias, self.activation, **packed)
 
     def extra_repr(self) -> str:
         return f"{self.channels}, width={self.width}, activation={self.activation}, bias={self.bias is not None}"

@@ -1,5 +1,6 @@
 """What every kernel family does the same way: the compute dtype, the backend choice (and which
-optional libraries are there to choose from), input checks, and calls without tokens.
+optional libraries are there to choose from), input checks, calls without tokens, and packed
+sequences (cu_seqlens): their checks and running a backend once per sequence.
 
 Each family's public function (its folder's __init__.py) runs these around its backends, so a
 backend only ever sees validated inputs with at least one token.
@@ -139,6 +140,88 @@ def carried_state(state: Sequence[torch.Tensor] | None, shapes: Sequence[tuple[i
     if state is None:
         return [x.new_zeros(shape, dtype=dtype) for shape in shapes]
     return [t.to(dtype) for t in state]
+
+
+def check_cu_seqlens(op: str, cu_seqlens: object, sizes: Mapping[str, int], device: torch.device, *,
+                     name: str = "cu_seqlens", length: str = "T", rows: str | None = "N") -> list[int] | None:
+    """The offsets of packed sequences as Python ints, or None without cu_seqlens.
+
+    flash-linear-attention's convention: the inputs hold B = 1 row, sequences one after another
+    along the time axis, and cu_seqlens is a 1-D int32 or int64 tensor on the inputs' device of
+    offsets [0, l1, l1 + l2, ..., T] (at least one sequence; empty ones may repeat an offset).
+    sizes: check_tensors' dim sizes, with "B" the batch, `length` the packed time axis and `rows`
+    (when a state was given) the state's leading dim, which must be N = len(cu_seqlens) - 1.
+    Raises a one-line ValueError "<op>: <name> ..." for anything else. Reads the offsets to the
+    host (a device sync on CUDA), as flash-attn's max_seqlen or fla's chunk indices need too.
+    """
+    if cu_seqlens is None:
+        return None
+    expected = f"a 1-D int32 or int64 tensor of offsets [0, l1, l1 + l2, ..., {length}]"
+    if not isinstance(cu_seqlens, torch.Tensor):
+        _fail(op, f"{name} must be {expected}, got {type(cu_seqlens).__name__}")
+    if cu_seqlens.dim() != 1 or cu_seqlens.dtype not in (torch.int32, torch.int64):
+        _fail(op, f"{name} must be {expected}, got a {cu_seqlens.dim()}-d {cu_seqlens.dtype} tensor")
+    if cu_seqlens.device != device:
+        _fail(op, f"{name} must be on the inputs' device {device}, got {cu_seqlens.device}")
+    if sizes["B"] != 1:
+        _fail(op, f"with {name} the sequences are packed along time: the batch size must be 1, got {sizes['B']}")
+    bounds = cu_seqlens.tolist()
+    shown = _shown(bounds)
+    if len(bounds) < 2:
+        _fail(op, f"{name} must hold at least one sequence ([0, {length}]), got {shown}")
+    if bounds[0] != 0 or bounds[-1] != sizes[length]:
+        _fail(op, f"{name} must run from 0 to {length} = {sizes[length]}, got {shown}")
+    if any(end < start for start, end in zip(bounds, bounds[1:])):
+        _fail(op, f"{name} must be non-decreasing, got {shown}")
+    if rows is not None and rows in sizes and sizes[rows] != len(bounds) - 1:
+        _fail(op, f"with {name} the initial state holds one row per sequence: {len(bounds) - 1}, got {sizes[rows]}")
+    return bounds
+
+
+def per_sequence(run: Callable[[list[torch.Tensor], list[torch.Tensor] | None], tuple[torch.Tensor, Sequence[torch.Tensor]]],
+                 inputs: Sequence[tuple[torch.Tensor, Sequence[int]]], state: Sequence[torch.Tensor] | None = None,
+                 ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """A backend without packed sequences, run once per sequence on views of the packed tensors.
+
+    inputs: (tensor (1, T, ...), its offsets) pairs (attention's queries and keys have their own);
+    state: tensors of N rows, or None. run(the sequence's slices (1, l, ...), its state rows
+    (1, ...) or None) -> (out (1, l, ...), final state tensors (1, ...)); it must take l = 0.
+    Returns the outputs concatenated along time and the final states along rows (N, ...).
+    """
+    # split, not a slice per sequence: a slice's backward writes a zero tensor as large as the
+    # whole input, N of them in all; split's backward is one concatenation.
+    pieces = [t.split([end - start for start, end in zip(bounds, bounds[1:])], dim=1) for t, bounds in inputs]
+    rows = [None] * len(pieces[0]) if state is None else list(zip(*(t.split(1) for t in state)))
+    outputs, states = [], []
+    for sequence, sequence_rows in zip(zip(*pieces), rows):
+        out, final = run(list(sequence), None if sequence_rows is None else list(sequence_rows))
+        outputs.append(out)
+        states.append(final)
+    return torch.cat(outputs, dim=1), [torch.cat(parts) for parts in zip(*states)]
+
+
+def without_empty_sequences(run: Callable[[list[int], torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+                            bounds: list[int], state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A library kernel that takes packed sequences but is not written for empty ones, run on the
+    others: an empty sequence's state passes through.
+
+    run(offsets without repeats, the state rows of the non-empty sequences) -> (out, their final
+    state rows); state: (N, ...), the initial state (zeros for the empty one) in the dtype of the
+    final state. Returns out and the final state (N, ...).
+    """
+    kept = [index for index, (start, end) in enumerate(zip(bounds, bounds[1:])) if end > start]
+    if len(kept) == len(bounds) - 1:
+        return run(bounds, state)
+    rows = torch.tensor(kept, device=state.device)
+    out, final = run(sorted(set(bounds)), state.index_select(0, rows))
+    return out, state.index_copy(0, rows, final)
+
+
+def _shown(bounds: list[int], most: int = 8) -> str:
+    """Offsets for an error message, elided past `most`."""
+    if len(bounds) <= most:
+        return str(bounds)
+    return "[" + ", ".join(map(str, bounds[:most // 2])) + ", ..., " + ", ".join(map(str, bounds[-most // 2:])) + "]"
 
 
 def _fail(op: str, message: str):

@@ -80,11 +80,16 @@ class AssociativeMemory(Mixer):
         self.key = nn.Linear(d_model, d_mem, bias=False)
         self.value = nn.Linear(d_model, d_model, bias=False)
         self.beta = nn.Linear(d_model, n_heads)
-        bound = 1 / math.sqrt(d_model)
+        self.zero_init_values = zero_init_values
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """ARMT's init, over the projections' nn.Linear defaults (see the class docstring)."""
+        bound = 1 / math.sqrt(self.d_model)
         for layer in (self.query, self.key, self.beta):
             nn.init.uniform_(layer.weight, -bound, bound)
         nn.init.constant_(self.beta.bias, 1.0)
-        if zero_init_values:
+        if self.zero_init_values:
             nn.init.zeros_(self.value.weight)
         else:
             nn.init.uniform_(self.value.weight, -bound, bound)

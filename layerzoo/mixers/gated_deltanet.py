@@ -96,9 +96,9 @@ class GatedDeltaNet(Mixer):
         self.o_norm = RMSNorm(self.head_v_dim, eps=norm_eps)
         self.A_log = nn.Parameter(torch.empty(n_heads))
         self.dt_bias = nn.Parameter(torch.empty(n_heads))
-        self.reset_gate_parameters()
+        self.reset_parameters()
 
-    def reset_gate_parameters(self) -> None:
+    def reset_parameters(self) -> None:
         """Mamba-2's gate init: A ~ U(0, 16); dt log-uniform in [1e-3, 0.1], dt_bias = softplus^-1(dt).
 
         The per-step decay A * dt then spreads over orders of magnitude across heads: some forget

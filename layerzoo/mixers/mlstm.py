@@ -59,12 +59,17 @@ class MLSTM(Mixer):
         self.widths = [qk_width, qk_width, v_width, v_width]  # q, k, v, output gate
         self.in_proj = nn.Linear(d_model, sum(self.widths), bias=False)
         self.gate_proj = nn.Linear(d_model, 2 * n_heads)  # input, forget gate pre-activations
-        self.norm_weight = nn.Parameter(torch.ones(n_heads, self.value_dim))
+        self.norm_weight = nn.Parameter(torch.empty(n_heads, self.value_dim))
         self.out_proj = nn.Linear(v_width, d_model, bias=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The layer's own init (after the projections' nn.Linear defaults): unit norm, xLSTM-7B's gates."""
         with torch.no_grad():
+            self.norm_weight.fill_(1.0)
             self.gate_proj.weight.zero_()
-            self.gate_proj.bias[:n_heads] = -10.0
-            self.gate_proj.bias[n_heads:] = torch.linspace(3.0, 6.0, n_heads)
+            self.gate_proj.bias[:self.n_heads] = -10.0
+            self.gate_proj.bias[self.n_heads:] = torch.linspace(3.0, 6.0, self.n_heads)
 
     @classmethod
     def check_options(cls, d_model: int, *, n_heads: int, qk_dim_factor: float, v_dim_factor: float,

@@ -6,13 +6,15 @@ then check a backend of it::
     from layerzoo.testing import check_kernel_family
     check_kernel_family(MY_FAMILY, "chunkwise")
 
-Each check also runs on its own on a drawn case (`kernel_cases`); the project runs them under
-hypothesis over every built-in family and backend (tests/kernels/test_kernel_conformance.py).
+Each check also runs on its own on a drawn case (`kernel_cases`, `packed_cases` for packed
+sequences); the project runs them under hypothesis over every built-in family and backend
+(tests/kernels/test_kernel_conformance.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -48,6 +50,12 @@ def _whole(state: Any) -> Any:
     return state
 
 
+def _rows_joined(states: list[Any]) -> Any:
+    """States of one sequence each, as one state with a row per sequence (tensors concatenated)."""
+    joined = iter([torch.cat(parts) for parts in zip(*(tensors_in(state) for state in states))])
+    return map_tensors(lambda _: next(joined), states[0])
+
+
 @dataclass(frozen=True)
 class KernelFamily:
     """How the kernel checks drive one family.
@@ -63,6 +71,12 @@ class KernelFamily:
     same_dtype: inputs that must share one dtype.
     checked_state(state): the part of the state the kernel takes and validates (default: all of
         it), or None where the state is the caller's (attention's key cache).
+    packs: whether the kernel takes packed sequences: with options["cu_seqlens"] (fla's
+        convention), run takes inputs (1, T, ...) of N sequences one after another, a state of N
+        rows (one per sequence, as `cases` draws for B = N) or None, and gives their outputs and
+        final states.
+    joined_states(states): the final state of a packed call, from the final states of one call
+        per sequence (default: their tensors concatenated, a row per sequence).
     """
 
     name: str
@@ -73,6 +87,8 @@ class KernelFamily:
     free_length: Sequence[str] = ()
     same_dtype: Sequence[str] = ()
     checked_state: Callable[[Any], Any] | None = _whole
+    packs: bool = True
+    joined_states: Callable[[list[Any]], Any] = _rows_joined
 
 
 @st.composite
@@ -211,11 +227,102 @@ def check_kernel_bad_inputs(family: KernelFamily, case: KernelCase, backend: str
             _expect_value_error(family, backend, f"state tensor {index} as {label}", case.inputs, bad, case.options)
 
 
+@st.composite
+def packed_cases(draw, family: KernelFamily, dtypes: Sequence[torch.dtype] | None = None, max_sequences: int = 3,
+                 max_length: int = 12) -> tuple[KernelCase, list[int]]:
+    """(a KernelCase of B = N sequences, their lengths): N in [1, max_sequences], each length in
+    [0, max_length], often 1; the case's inputs are max(lengths) long and row s keeps the first
+    lengths[s] steps; with or without its drawn initial state."""
+    lengths = draw(st.lists(st.one_of(st.just(1), st.integers(0, max_length)), min_size=1, max_size=max_sequences))
+    case = draw(family.cases(len(lengths), max(lengths), draw(st.sampled_from(list(dtypes or family.dtypes)))))
+    return (case if draw(st.booleans()) else dataclasses.replace(case, state=None)), lengths
+
+
+def check_kernel_packed(family: KernelFamily, case: KernelCase, backend: str, lengths: Sequence[int],
+                        offsets_dtype: torch.dtype = torch.int64) -> None:
+    """One call on packed sequences (cu_seqlens; see KernelFamily.packs) equals one call per
+    sequence: outputs, final states, and the gradients of both with respect to every input and
+    the initial state. Row s of the case's inputs, its first lengths[s] steps, is sequence s."""
+    generator = torch.Generator().manual_seed(0)
+    device = next(iter(case.inputs.values())).device
+    offsets = torch.tensor([0, *itertools.accumulate(lengths)], dtype=offsets_dtype, device=device)
+
+    def leaves():
+        inputs = {name: t.detach().clone().requires_grad_() for name, t in case.inputs.items()}
+        return inputs, map_tensors(lambda t: t.detach().clone().requires_grad_(), case.state)
+
+    def backward(out, final, frame):
+        targets = [out, *family.comparable(final, frame)]
+        weights = [torch.randn(t.shape, generator=generator.manual_seed(index), dtype=torch.float64).to(t.device)
+                   for index, t in enumerate(targets)]
+        loss = sum((t.double() * w).sum() for t, w in zip(targets, weights))
+        if loss.requires_grad:  # not when no sequence has a token and no state was given
+            loss.backward()
+
+    alone, alone_state = leaves()
+    outputs, finals = [], []
+    for index, length in enumerate(lengths):
+        inputs = {name: t[index:index + 1, :length] for name, t in alone.items()}
+        out, final = family.run(inputs, map_tensors(lambda t: t[index:index + 1], alone_state), backend, case.options)
+        outputs.append(out)
+        finals.append(final)
+    expected, expected_state = torch.cat(outputs, dim=1), family.joined_states(finals)
+    backward(expected, expected_state, expected_state)
+
+    packed, packed_state = leaves()
+    inputs = _packed(packed, lengths)
+    out, final = family.run(inputs, packed_state, backend, {**case.options, "cu_seqlens": offsets})
+    what = f"{family.name} {backend}, sequences of {list(lengths)}"
+    assert_close(out, expected, what=f"{what}: output", scale=10)
+    _assert_states_close(family, final, expected_state, f"{what}: final state", scale=10)
+    backward(out, final, expected_state)
+    named = [(name, packed[name], alone[name]) for name in packed]
+    named += [(f"initial state [{i}]", a, b) for i, (a, b) in enumerate(zip(tensors_in(packed_state), tensors_in(alone_state)))]
+    for name, got, want in named:
+        if (got.grad is None) != (want.grad is None):
+            raise AssertionError(f"{what}: the gradient of {name} is {'missing' if got.grad is None else 'unexpected'}")
+        if got.grad is not None:
+            assert_close(got.grad, want.grad, what=f"{what}: the gradient of {name}", scale=10)
+
+
+def check_kernel_bad_offsets(family: KernelFamily, case: KernelCase, backend: str, lengths: Sequence[int]) -> None:
+    """Packed calls with malformed cu_seqlens (see OFFSETS_MUTATIONS), with a batch of two rows, or
+    with an initial state whose rows are not one per sequence, get one-line ValueErrors."""
+    offsets = torch.tensor([0, *itertools.accumulate(lengths)], device=next(iter(case.inputs.values())).device)
+    inputs = _packed(case.inputs, lengths)
+    for label, mutate in OFFSETS_MUTATIONS.items():
+        _expect_value_error(family, backend, f"cu_seqlens as {label}", inputs, None,
+                            {**case.options, "cu_seqlens": mutate(offsets)})
+    options = {**case.options, "cu_seqlens": offsets}
+    two_rows = {name: torch.cat((t, t)) for name, t in inputs.items()}
+    _expect_value_error(family, backend, "cu_seqlens with two rows", two_rows, None, options)
+    if family.checked_state is None or case.state is None:
+        return
+    for index, target in enumerate(tensors_in(family.checked_state(case.state))):
+        bad = map_tensors(lambda t: t[:-1] if t is target else t, case.state)
+        _expect_value_error(family, backend, f"cu_seqlens and state tensor {index} with a row too few", inputs, bad,
+                            options)
+
+
+# Offsets [0, l1, l1 + l2, ..., T] no kernel takes: each must get a one-line ValueError.
+OFFSETS_MUTATIONS: dict[str, Callable[[torch.Tensor], Any]] = {
+    "a list": lambda offsets: offsets.tolist(),
+    "a float tensor": lambda offsets: offsets.double(),
+    "a 2-d tensor": lambda offsets: offsets[None],
+    "an empty tensor": lambda offsets: offsets[:0],
+    "a meta tensor": lambda offsets: offsets.to("meta"),
+    "not starting at 0": lambda offsets: torch.cat((offsets[:1] + 1, offsets[1:])),
+    "not ending at T": lambda offsets: torch.cat((offsets[:-1], offsets[-1:] + 1)),
+    "decreasing": lambda offsets: torch.cat((offsets[:1], offsets[-1:] + 1, offsets[1:])),
+}
+
+
 def check_kernel_family(family: KernelFamily, backend: str, dtypes: Sequence[torch.dtype] | None = None,
-                        max_batch: int = 2, max_length: int = 12, max_examples: int | None = None) -> None:
-    """All kernel checks on one backend of a family, on cases of up to max_batch sequences of up
-    to max_length tokens in `dtypes` (default family.dtypes), over max_examples examples (default:
-    the active hypothesis settings profile's)."""
+                        max_batch: int = 2, max_length: int = 12, max_examples: int | None = None,
+                        max_sequences: int = 3) -> None:
+    """All kernel checks on one backend of a family, on cases of up to max_batch sequences (up to
+    max_sequences packed ones) of up to max_length tokens in `dtypes` (default family.dtypes),
+    over max_examples examples (default: the active hypothesis settings profile's)."""
     sizes = {"dtypes": dtypes, "max_batch": max_batch, "max_length": max_length}
 
     @settings(deadline=None, max_examples=max_examples or settings.default.max_examples)
@@ -227,6 +334,10 @@ def check_kernel_family(family: KernelFamily, backend: str, dtypes: Sequence[tor
         check_kernel_layouts(family, case, backend)
         check_kernel_bad_inputs(family, case, backend)
         check_kernel_gradients(family, data.draw(kernel_cases(family, min_length=2, initial_state=True, **sizes)), backend)
+        if family.packs:
+            case, lengths = data.draw(packed_cases(family, dtypes, max_sequences, max_length))
+            check_kernel_packed(family, case, backend, lengths, data.draw(st.sampled_from([torch.int32, torch.int64])))
+            check_kernel_bad_offsets(family, case, backend, lengths)
 
     checks()
 
@@ -241,6 +352,12 @@ def _steps(inputs: Inputs, steps: slice) -> Inputs:
 
 def _batch(inputs: Inputs, size: int) -> Inputs:
     return {name: t[:size] for name, t in inputs.items()}
+
+
+def _packed(inputs: Inputs, lengths: Sequence[int]) -> Inputs:
+    """Row s's first lengths[s] steps, the rows one after another: inputs (1, sum(lengths), ...)."""
+    return {name: torch.cat([t[index:index + 1, :length] for index, length in enumerate(lengths)], dim=1)
+            for name, t in inputs.items()}
 
 
 def _length(case: KernelCase) -> int:

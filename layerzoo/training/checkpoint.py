@@ -6,7 +6,8 @@
     spec.yaml              the resolved spec the model was built from
 
 Full (unsharded) state dicts via torch.distributed.checkpoint.state_dict, so a plain, DDP or
-FSDP2 model writes the same files; every rank calls save (FSDP gathers), rank 0 writes.
+FSDP2 model writes the same files; every rank calls save (FSDP gathers), rank 0 writes; every rank
+reads a checkpoint whole and loads what it needs (FSDP: its shards).
 
 A checkpoint is read whole and checked before anything is loaded from it: a missing, truncated or
 corrupt file, a trainer.json that save did not write, non-finite values, or tensors that do not fit
@@ -26,7 +27,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions, get_model_state_dict, get_optimizer_state_dict, set_optimizer_state_dict,
+    StateDictOptions, get_model_state_dict, get_optimizer_state_dict, set_model_state_dict, set_optimizer_state_dict,
 )
 
 from ..errors import LayerzooError
@@ -34,6 +35,7 @@ from ..specs import Spec, load_spec
 from .metrics import finite_or_null
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
+LOAD = StateDictOptions(full_state_dict=True, strict=False)  # not strict: a tied weight is stored once
 FILES = ("spec.yaml", "model.safetensors", "trainer.json", "trainer.safetensors")
 
 
@@ -74,7 +76,9 @@ def save_checkpoint(directory: str | Path, model: torch.nn.Module, optimizer: to
     partial = directory.with_name(directory.name + ".partial")  # a crash mid-write leaves no half checkpoint
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    save_file(_unique(weights), partial / "model.safetensors")
+    aliases = _aliases(model)
+    save_file({name: tensor.contiguous() for name, tensor in weights.items() if name not in aliases},
+              partial / "model.safetensors")
     tensors = {f"optimizer/{name}/{key}": value for name, state in optim["state"].items() for key, value in state.items()}
     tensors.update(rng_state())
     save_file({k: v.contiguous() for k, v in tensors.items()}, partial / "trainer.safetensors")
@@ -119,7 +123,7 @@ def load_weights(checkpoint: str | Path | Checkpoint, model: torch.nn.Module, sp
     if spec is not None:
         check_same_model(checkpoint, spec)
     check_fits(checkpoint, model)
-    model.load_state_dict(checkpoint.weights, strict=False)
+    set_model_state_dict(model, checkpoint.weights, options=LOAD)
     return checkpoint.spec
 
 
@@ -254,19 +258,15 @@ def first_difference(a: Any, b: Any, prefix: str = "") -> tuple[str, Any, Any] |
     return None if a == b else (prefix, a, b)
 
 
-def _unique(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Drop names that alias an earlier tensor (tied embeddings): safetensors stores each once."""
-    seen, unique = set(), {}
-    for name, tensor in state.items():
-        key = (tensor.data_ptr(), tensor.shape)
-        if key not in seen:
-            seen.add(key)
-            unique[name] = tensor.contiguous()
-    return unique
-
-
 def _aliases(model: torch.nn.Module) -> set[str]:
-    """Names of the model's state that alias an earlier entry (restored through it)."""
-    state = model.state_dict()
-    kept = _unique(state)
-    return {name for name in state if name not in kept}
+    """Names of the model's state that alias an earlier entry (tied embeddings): stored once,
+    restored through the first name. Found by identity, which holds on the meta device and
+    sharded too (a gathered FSDP state dict has a copy per name). A DDP model: its module's names."""
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        model = model.module
+    seen, aliases = set(), set()
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        if id(tensor) in seen:
+            aliases.add(name)
+        seen.add(id(tensor))
+    return aliases

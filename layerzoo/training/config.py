@@ -128,10 +128,17 @@ class TrainingConfig(Section):
     keep_checkpoints: int | None = option(2, min=1)  # the newest K; null: all
     out_dir: str | None = None  # null: runs/<spec name>
     parallel: Literal["ddp", "fsdp"] = "ddp"
+    mixed_precision: Literal["bf16"] | None = None  # FSDP2's: bf16 copies of the sharded fp32 weights compute
 
     def validate(self) -> None:
         if self.batch_size % self.grad_accum:
             raise OptionError("grad_accum", f"batch_size {self.batch_size} is not divisible by grad_accum {self.grad_accum}")
+        if self.mixed_precision is not None and self.parallel != "fsdp":
+            raise OptionError("mixed_precision", f"needs parallel: fsdp (DDP keeps fp32 weights; precision: "
+                                                 f"{self.mixed_precision} autocasts instead)")
+        if self.mixed_precision is not None and self.precision != "auto":
+            raise OptionError("precision", f"{self.precision} does not combine with mixed_precision: {self.mixed_precision}; "
+                                           "leave precision at auto (FSDP's mixed precision replaces autocast)")
         stages = None if self.curriculum is None else self.curriculum.stage_steps
         if stages is not None and sum(stages) != self.steps:
             raise OptionError("curriculum.stage_steps", f"sums to {sum(stages)}, training.steps is {self.steps}")

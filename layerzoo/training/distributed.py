@@ -1,4 +1,4 @@
-"""Data parallelism under torchrun: process group, device, DDP or FSDP2 wrapping, reductions.
+"""Data parallelism under torchrun: process group, device, DDP wrapping, reductions (FSDP2: fsdp.py).
 
 Without torchrun's environment (WORLD_SIZE unset or 1) everything here is a no-op, so the same
 trainer runs as one plain process.
@@ -57,15 +57,10 @@ def barrier(context: Context) -> None:
 
 
 def wrap(model: nn.Module, context: Context, strategy: str) -> nn.Module:
-    """DDP (replicated weights, averaged gradients) or FSDP2 fully_shard (each block sharded)."""
-    if not context.distributed:
+    """DDP around `model` (replicated weights, averaged gradients). An FSDP2 model is sharded in
+    place when built (fsdp.build_sharded) and comes back as it is; so does any model in one process."""
+    if not context.distributed or strategy == "fsdp":
         return model
-    if strategy == "fsdp":
-        from torch.distributed.fsdp import fully_shard
-
-        for block in model.blocks:
-            fully_shard(block)
-        return fully_shard(model)
     device_ids = [context.device.index] if context.device.type == "cuda" else None
     return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
 

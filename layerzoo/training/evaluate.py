@@ -38,13 +38,19 @@ def evaluate(model: nn.Module, task: Task, seq_len: int, samples: int, seed: int
     was_training = model.training
     model.eval()
     mine = list(range(samples))[context.rank::context.world_size]
+    # Every rank runs as many batches as the busiest: an FSDP forward gathers weights from all
+    # ranks, so one that stopped early would leave the others waiting. A rank out of examples
+    # scores example 0 and drops the result.
+    batches = math.ceil(math.ceil(samples / context.world_size) / batch_size)
     loss = correct = count = 0.0
-    for start in range(0, len(mine), batch_size):
-        seeds = [example_seed(seed, "eval", seq_len, depth, index) for index in mine[start:start + batch_size]]
+    for start in range(0, batches * batch_size, batch_size):
+        indices = mine[start:start + batch_size]
+        seeds = [example_seed(seed, "eval", seq_len, depth, index) for index in indices or [0]]
         batch = task.batch(seq_len, seeds, depth=depth)
         batch = Batch(batch.input_ids.to(context.device), batch.targets.to(context.device))
         batch_loss, batch_correct, batch_count = score(model, batch, autocast)
-        loss, correct, count = loss + batch_loss.item(), correct + batch_correct.item(), count + batch_count
+        if indices:
+            loss, correct, count = loss + batch_loss.item(), correct + batch_correct.item(), count + batch_count
     loss, correct, count = all_sum([loss, correct, count], context, context.device)
     model.train(was_training)
     return {"loss": loss / max(count, 1), "accuracy": correct / max(count, 1)}

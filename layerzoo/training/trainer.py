@@ -31,6 +31,7 @@ from .config import TrainingConfig
 from .curriculum import Curriculum
 from .errors import TrainingError
 from .evaluate import evaluate, score
+from .fsdp import build_sharded
 from .interrupt import StopSignals, TrainingInterrupted
 from .metrics import MetricsLog
 from .resume import read_for_resume
@@ -71,7 +72,7 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
     distributed.barrier(context)
     share = check_batch(config, context.world_size)
     torch.manual_seed(config.seed)  # identical initial weights on every rank
-    model = build(spec).to(context.device)
+    model = build_model(spec, context)
     task = make_task(config.task.name, config.task.options, spec.model.vocab_size)
     eval_task = dataclasses.replace(task, split="eval") if hasattr(task, "split") else task
     checkpoint = None
@@ -88,7 +89,7 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
     del checkpoint  # its tensors are loaded; do not hold a second copy through training
     windows = WindowSchedule(config.window, config.steps, config.seed)
     curriculum = make_curriculum(config, model)
-    autocast = autocast_context(config.precision, context.device)
+    autocast = autocast_context(config, context)
     log = MetricsLog(run_dir / "metrics.jsonl" if context.is_main else None, keep_through=start_step)
     bar = tqdm(total=config.steps, initial=start_step, unit="step", dynamic_ncols=True, mininterval=0.5,
                disable=not (progress and context.is_main))
@@ -205,6 +206,15 @@ def check_batch(config: TrainingConfig, world_size: int) -> int:
     return config.batch_size // world_size
 
 
+def build_model(spec: Spec, context: distributed.Context) -> nn.Module:
+    """The spec's model on this rank's device: FSDP2-sharded under torchrun with parallel fsdp
+    (built on the meta device, each rank allocating its shards only), else whole."""
+    config = spec.training
+    if context.distributed and config.parallel == "fsdp":
+        return build_sharded(spec, context.device, config.mixed_precision)
+    return build(spec).to(context.device)
+
+
 def make_optimizer(model: nn.Module, config: TrainingConfig) -> torch.optim.AdamW:
     """AdamW; weight decay on matrices (projections, embeddings) only, not on norms and biases."""
     params = [p for p in model.parameters() if p.requires_grad]
@@ -224,8 +234,14 @@ def make_curriculum(config: TrainingConfig, model: nn.Module) -> Curriculum | No
     return Curriculum(config.curriculum, config.steps, length, config.seed)
 
 
-def autocast_context(precision: str, device: torch.device):
-    """bf16 autocast when asked for, or with precision auto on a GPU that supports bf16; else fp32."""
-    use_bf16 = precision == "bf16" or (
-        precision == "auto" and device.type == "cuda" and torch.cuda.is_bf16_supported())
+def autocast_context(config: TrainingConfig, context: distributed.Context):
+    """bf16 autocast when asked for, or with precision auto on a GPU that supports bf16; else fp32.
+
+    Not under FSDP's bf16 mixed precision, whose bf16 weights already make the compute bf16 (in one
+    process nothing is sharded, and precision auto applies as usual).
+    """
+    mixed = context.distributed and config.parallel == "fsdp" and config.mixed_precision is not None
+    device = context.device
+    use_bf16 = config.precision == "bf16" or (
+        config.precision == "auto" and not mixed and device.type == "cuda" and torch.cuda.is_bf16_supported())
     return torch.autocast(device.type, dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import itertools
 import os
 from dataclasses import dataclass
 from typing import Callable, ContextManager, Sequence
@@ -48,18 +49,43 @@ def swa_cases(draw, batch: int, length: int, dtype: torch.dtype) -> KernelCase:
 
 
 def run_swa(inputs, state, backend, options):
+    if options.get("cu_seqlens") is not None:
+        return run_swa_packed(inputs, state, backend, options)
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
     if state is not None and state[0].shape[1]:
         k, v = torch.cat((state[0], k), dim=1), torch.cat((state[1], v), dim=1)
-    window = options["window"]
-    out = sliding_window_attention(q, k, v, window, backend=backend)
+    out = sliding_window_attention(q, k, v, options["window"], backend=backend)
+    return out, kept_keys(k, v, options["window"])
+
+
+def kept_keys(k, v, window):
+    """The streaming state after keys k, v (B, Tk, Hkv, D): the last window - 1 (all without a window)."""
     first = 0 if window is None else max(k.shape[1] - (window - 1), 0)
-    return out, (k[:, first:], v[:, first:])
+    return k[:, first:], v[:, first:]
+
+
+def run_swa_packed(inputs, state, backend, options):
+    """Packed sequences, each after its own cache (a state row, as a batch of them would be): the
+    keys of sequence s are [cache s; its new keys], given by cu_seqlens_k. The final state is the
+    tuple of the sequences' kept keys, which may differ in length."""
+    q, k, v, offsets = inputs["q"], inputs["k"], inputs["v"], options["cu_seqlens"]
+    if state is None:  # the keys are the queries' own tokens: cu_seqlens_k defaults to cu_seqlens
+        out = sliding_window_attention(q, k, v, options["window"], backend=backend, cu_seqlens=offsets)
+        keys = [(k[:, start:end], v[:, start:end]) for start, end in itertools.pairwise(offsets.tolist())]
+    else:
+        keys = [(torch.cat((state[0][index:index + 1], k[:, start:end]), dim=1),
+                 torch.cat((state[1][index:index + 1], v[:, start:end]), dim=1))
+                for index, (start, end) in enumerate(itertools.pairwise(offsets.tolist()))]
+        key_offsets = torch.tensor([0, *itertools.accumulate(key.shape[1] for key, _ in keys)], dtype=offsets.dtype)
+        k, v = (torch.cat(parts, dim=1) for parts in zip(*keys))
+        out = sliding_window_attention(q, k, v, options["window"], backend=backend, cu_seqlens=offsets,
+                                       cu_seqlens_k=key_offsets)
+    return out, tuple(kept_keys(*pair, options["window"]) for pair in keys)
 
 
 SLIDING_WINDOW = KernelFamily(
     "sliding_window_attention", swa_cases, run_swa, dtypes=DTYPES, free_length=("q",), same_dtype=("q", "k", "v"),
-    checked_state=None,
+    checked_state=None, joined_states=tuple,
 )
 
 
@@ -85,7 +111,8 @@ def mlstm_cases(draw, batch: int, length: int, dtype: torch.dtype) -> KernelCase
 
 
 def run_mlstm(inputs, state, backend, options):
-    return mlstm(**inputs, initial_state=state, output_final_state=True, chunk_size=options["chunk_size"], backend=backend)
+    return mlstm(**inputs, initial_state=state, output_final_state=True, chunk_size=options["chunk_size"], backend=backend,
+                 cu_seqlens=options.get("cu_seqlens"))
 
 
 def in_frame(state: MLSTMState, m: torch.Tensor, dtype: torch.dtype | None = None) -> list[torch.Tensor]:
@@ -121,7 +148,7 @@ def gated_delta_rule_cases(draw, batch: int, length: int, dtype: torch.dtype) ->
 
 def run_gated_delta_rule(inputs, state, backend, options):
     return gated_delta_rule(**inputs, initial_state=state, output_final_state=True, chunk_size=options["chunk_size"],
-                            backend=backend)
+                            backend=backend, cu_seqlens=options.get("cu_seqlens"))
 
 
 GATED_DELTA_RULE = KernelFamily(
@@ -169,8 +196,11 @@ def run_memory(inputs, state, backend, options):
     return out, (memory, pending.plus(update))
 
 
+# Segment-level reads and writes of one memory per row: packed sequences do not apply (see the
+# associative memory kernels' docstring).
 ASSOCIATIVE_MEMORY = KernelFamily(
     "associative_memory", memory_cases, run_memory, free_length=("q",), checked_state=lambda state: state[0],
+    packs=False,
 )
 
 

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from torch.utils import cpp_extension
 from layerzoo.kernels import choose_gated_delta_backend, gated_delta_rule, gated_delta_rule_reference
 from layerzoo.kernels.gated_delta_rule import chunkwise as chunkwise_module
 from layerzoo.kernels.gated_delta_rule import native
+from layerzoo.kernels.gated_delta_rule.fla import gated_delta_rule_fla
 from layerzoo.testing import assert_close
 
 from families import compiled_gated_delta_rule, gated_delta_rule_cpu_kernels
@@ -467,6 +469,35 @@ def test_a_log_decay_of_minus_inf_is_refused_by_chunked_backends():
         gated_delta_rule(q, q, v, g, g.exp() / 2)
     assert "\n" not in str(info.value)
     assert torch.isfinite(gated_delta_rule(q, q, v, g, g.exp() / 2, backend="reference")).all()
+
+
+def test_the_fla_adapter_hands_fla_packed_sequences_without_empty_ones(monkeypatch):
+    """fla gets its own cu_seqlens (and their host copy) and the initial states of the sequences
+    it runs; an empty sequence's state passes through. fla's kernels run on CUDA only, so here a
+    stand-in with fla's signature runs the step loop (the real one: test_packed_cuda.py)."""
+    calls = []
+
+    def chunk_gated_delta_rule(q, k, v, g, beta, *, scale, initial_state, output_final_state, chunk_size, cu_seqlens,
+                               cu_seqlens_cpu):
+        calls.append(cu_seqlens_cpu.tolist())
+        assert torch.equal(cu_seqlens, cu_seqlens_cpu) and output_final_state
+        return gated_delta_rule(q, k, v, g, beta, scale=scale, initial_state=initial_state, output_final_state=True,
+                                backend="reference", cu_seqlens=cu_seqlens)
+
+    monkeypatch.setitem(sys.modules, "fla.ops.gated_delta_rule", types.SimpleNamespace(
+        chunk_gated_delta_rule=chunk_gated_delta_rule))
+    gen = torch.Generator().manual_seed(0)
+    shape, lengths = (1, 9, 2), [0, 4, 0, 5]
+    q, k = torch.randn(*shape, 4, generator=gen), F.normalize(torch.randn(*shape, 4, generator=gen), dim=-1)
+    v, g, beta = torch.randn(*shape, 3, generator=gen), make_gates("typical", shape, gen), torch.rand(shape, generator=gen)
+    offsets = [0, 0, 4, 4, 9]
+    for state in (None, torch.randn(4, 2, 4, 3, generator=gen)):
+        out, final = gated_delta_rule_fla(q, k, v, g, beta, 0.5, state, 64, bounds=offsets)
+        expected, expected_final = gated_delta_rule(q, k, v, g, beta, scale=0.5, initial_state=state, backend="reference",
+                                                    output_final_state=True, cu_seqlens=torch.tensor(offsets))
+        assert_close(out, expected, what="output")
+        assert_close(final, expected_final, what="final states")
+    assert calls == [[0, 4, 9], [0, 4, 9]]
 
 
 # fla's chunk kernel runs TF32 dot products for fp32, and rounds intermediates to bf16 for bf16.

@@ -11,12 +11,14 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
 from layerzoo.testing import (
-    check_kernel_bad_inputs, check_kernel_empty_inputs, check_kernel_family, check_kernel_gradients,
-    check_kernel_layouts, check_kernel_streaming, kernel_cases,
+    check_kernel_bad_inputs, check_kernel_bad_offsets, check_kernel_empty_inputs, check_kernel_family,
+    check_kernel_gradients, check_kernel_layouts, check_kernel_packed, check_kernel_streaming, kernel_cases,
+    packed_cases,
 )
 
 from families import AUTO, BACKENDS, TRITON_BACKENDS
@@ -61,9 +63,30 @@ def test_bad_shapes_and_dtypes_get_one_line_errors(backend, data):
         check_kernel_bad_inputs(backend.family, case, backend.name)
 
 
+PACKING = [backend for backend in BACKENDS + AUTO if backend.family.packs]
+
+
+@pytest.mark.parametrize("backend", PACKING, ids=str)
+@given(data=st.data())
+def test_a_packed_call_equals_one_call_per_sequence(backend, data):
+    case, lengths = data.draw(packed_cases(backend.family))
+    offsets_dtype = data.draw(st.sampled_from([torch.int32, torch.int64]))
+    with backend.context():
+        check_kernel_packed(backend.family, case, backend.name, lengths, offsets_dtype)
+
+
+@pytest.mark.parametrize("backend", [backend for backend in BACKENDS if backend.family.packs], ids=str)
+@given(data=st.data())
+def test_malformed_cu_seqlens_get_one_line_errors(backend, data):
+    case, lengths = data.draw(packed_cases(backend.family, max_length=3))  # checked before any backend runs
+    with backend.context():
+        check_kernel_bad_offsets(backend.family, case, backend.name, lengths)
+
+
 @pytest.mark.parametrize("backend", TRITON_BACKENDS, ids=str)
 def test_triton_backends_pass_every_check_on_a_few_tokens(backend):
-    check_kernel_family(backend.family, backend.name, backend.dtypes, max_batch=1, max_length=4, max_examples=3)
+    check_kernel_family(backend.family, backend.name, backend.dtypes, max_batch=1, max_length=4, max_examples=3,
+                        max_sequences=2)
 
 
 def test_importing_layerzoo_imports_no_triton():

@@ -12,6 +12,8 @@ q, k >= 0 (no cancellation in q . n), where a low-precision kernel must meet its
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from hypothesis import given
@@ -20,10 +22,10 @@ from hypothesis import strategies as st
 from layerzoo.kernels import MLSTMState, choose_mlstm_backend, mlstm, mlstm_reference
 from layerzoo.kernels.mlstm import BACKENDS
 from layerzoo.kernels.triton_support import triton_can_run
-from layerzoo.testing import assert_close
+from layerzoo.testing import assert_close, check_kernel_packed, packed_cases
 from layerzoo.testing.tolerances import rms
 
-from families import in_frame
+from families import MLSTM, in_frame
 
 try:  # not a dependency: the cross-check runs where NX-AI's package is installed
     from mlstm_kernels.torch.recurrent.native_sequence import mlstm_recurrent_sequence__native_fw
@@ -159,6 +161,16 @@ def test_extreme_gates_stay_finite_and_agree(case):
 def test_padding_tokens_leave_the_state_alone_whole_chunks_included(case):
     """A chunk of nothing but padding (every i = -inf) must carry the state through, not NaN."""
     check_chunkwise_against_truth(*case)
+
+
+@given(data=st.data())
+def test_packed_sequences_cross_no_boundary_at_realistic_chunk_sizes(data):
+    """Packed, the chunkwise kernel lays each sequence from a chunk boundary and restarts the loop
+    over chunks at each: sequences of up to 150 tokens in chunks of 16 to 64 equal one call per
+    sequence (the conformance check runs chunks of at most 16)."""
+    case, lengths = data.draw(packed_cases(MLSTM, max_sequences=4, max_length=150))
+    case = dataclasses.replace(case, options={"chunk_size": data.draw(st.sampled_from([16, 32, 64]))})
+    check_kernel_packed(MLSTM, case, "chunkwise", lengths)
 
 
 @pytest.mark.parametrize("backend", ["chunkwise", "auto"])

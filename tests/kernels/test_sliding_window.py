@@ -6,6 +6,9 @@ checked by test_kernel_conformance.py.
 
 from __future__ import annotations
 
+import itertools
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -122,6 +125,123 @@ def test_choose_backend_on_cpu():
     assert choose_swa_backend(q, k, 32) == "sdpa"  # the window covers every key: plain causal
     assert choose_swa_backend(q, k, 8, backend="reference") == "reference"
     assert set(BACKENDS) >= {"reference", "chunkwise", "sdpa", "flex"}
+
+
+@st.composite
+def packed_attention_case(draw, dtypes=(torch.float32, torch.bfloat16)):
+    """(q, k, v, window, cu_seqlens, cu_seqlens_k): up to 4 sequences of up to 150 queries, each
+    after up to 100 more keys (a cache), windows as in attention_case."""
+    heads = draw(st.sampled_from([1, 2, 4]))
+    kv_heads = draw(st.sampled_from([d for d in (1, 2, 4) if heads % d == 0]))
+    count = draw(st.integers(1, 4))
+    q_lengths = draw(st.lists(st.one_of(st.just(1), st.integers(0, 150)), min_size=count, max_size=count))
+    extra = draw(st.lists(st.one_of(st.just(0), st.integers(1, 100)), min_size=count, max_size=count))
+    window = draw(st.one_of(st.none(), st.just(1), st.integers(1, 40), st.integers(40, 400)))
+    dim, dtype = draw(st.sampled_from([8, 16])), draw(st.sampled_from(dtypes))
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
+    k_len = sum(q_lengths) + sum(extra)
+    q = torch.randn(1, sum(q_lengths), heads, dim, generator=gen).to(dtype)
+    k, v = (torch.randn(1, k_len, kv_heads, dim, generator=gen).to(dtype) for _ in range(2))
+    offsets = [torch.tensor([0, *itertools.accumulate(lengths)]) for lengths in
+               (q_lengths, [a + b for a, b in zip(q_lengths, extra)])]
+    return q, k, v, window, *offsets
+
+
+@settings(deadline=None)
+@given(case=packed_attention_case(), backend=st.sampled_from(["chunkwise", "sdpa", "auto"]))
+def test_packed_backends_match_the_packed_reference(case, backend):
+    """Outputs and gradients at the chunkwise path's real chunk sizes (the conformance check, which
+    holds packed calls to one call per sequence, runs a few tokens)."""
+    q, k, v, window, cu_q, cu_k = case
+    grad_out = torch.randn(q.shape, generator=torch.Generator().manual_seed(1)).to(q.dtype)
+
+    def run(**kwargs):
+        inputs = [t.detach().requires_grad_() for t in (q, k, v)]
+        out = sliding_window_attention(*inputs, window, cu_seqlens=cu_q, cu_seqlens_k=cu_k, **kwargs)
+        if out.numel():
+            out.backward(grad_out)
+        return out, [t.grad for t in inputs]
+
+    out, grads = run(backend=backend)
+    expected, expected_grads = run(backend="reference")
+    assert_close(out, expected, what=f"packed {backend} vs reference")
+    for name, got, want in zip("qkv", grads, expected_grads):
+        if want is not None:
+            assert_close(got, want, what=f"packed {backend} d{name}", scale=3)
+
+
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_packed_window_semantics(backend):
+    """One-hot values expose which keys each query sees: its own sequence's last keys only, the
+    queries of each sequence aligned to the end of its keys (lengths 3, 0 and 1 after 2, 4, 3 keys)."""
+    q_lengths, k_lengths, window = [3, 0, 1], [5, 4, 4], 3
+    k_len = sum(k_lengths)
+    q = torch.zeros(1, sum(q_lengths), 1, k_len)
+    v = torch.eye(k_len)[None, :, None, :]
+    cu_q, cu_k = (torch.tensor([0, *itertools.accumulate(lengths)]) for lengths in (q_lengths, k_lengths))
+    out = sliding_window_attention(q, torch.randn(1, k_len, 1, k_len), v, window, backend=backend, cu_seqlens=cu_q,
+                                   cu_seqlens_k=cu_k)
+    # query -> its sequence's key positions p - window < s <= p, p = key end - queries + index
+    seen = [[0, 1, 2], [1, 2, 3], [2, 3, 4], [10, 11, 12]]
+    for row, keys in enumerate(seen):
+        expected = torch.zeros(k_len)
+        expected[keys] = 1 / len(keys)
+        torch.testing.assert_close(out[0, row, 0], expected, msg=f"query {row}")
+
+
+def test_flex_document_mask_matches_the_packed_reference():
+    """The flex backend's block mask (document and window), run by flex_attention without compiling
+    on CPU; the compiled CUDA path is test_packed_cuda.py's."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from layerzoo.kernels.sliding_window import _flex_packed_block_mask
+
+    gen = torch.Generator().manual_seed(0)
+    q_lengths, k_lengths = [1, 70, 0, 9], [40, 90, 3, 9]
+    q = torch.randn(1, sum(q_lengths), 2, 8, generator=gen)
+    k, v = (torch.randn(1, sum(k_lengths), 1, 8, generator=gen) for _ in range(2))
+    cu_q, cu_k = ([0, *itertools.accumulate(lengths)] for lengths in (q_lengths, k_lengths))
+    for window in (None, 1, 17):
+        mask = _flex_packed_block_mask(cu_q, cu_k, window, q.device)
+        with warnings.catch_warnings():  # uncompiled flex_attention warns that it is slow
+            warnings.simplefilter("ignore")
+            out = flex_attention(*(t.transpose(1, 2) for t in (q, k, v)), block_mask=mask, enable_gqa=True)
+        expected = sliding_window_attention(q, k, v, window, backend="reference", cu_seqlens=torch.tensor(cu_q),
+                                            cu_seqlens_k=torch.tensor(cu_k))
+        assert_close(out.transpose(1, 2), expected, what=f"flex document mask, window {window}")
+
+
+def test_choose_backend_for_packed_sequences_on_cpu():
+    q, k = torch.randn(1, 16, 4, 8), torch.randn(1, 32, 2, 8)
+    for window in (8, 32, None):  # the dense mask of sdpa would span every sequence
+        assert choose_swa_backend(q, k, window, packed=True) == "chunkwise"
+    assert choose_swa_backend(q, k, 8, backend="sdpa", packed=True) == "sdpa"
+
+
+def _packed(q_lengths, k_lengths=None, batch=1):
+    k_lengths = q_lengths if k_lengths is None else k_lengths
+    offsets = [torch.tensor([0, *itertools.accumulate(lengths)]) for lengths in (q_lengths, k_lengths)]
+    q, k = torch.zeros(batch, sum(q_lengths), 4, 8), torch.zeros(batch, sum(k_lengths), 2, 8)
+    return (q, k, k), {"cu_seqlens": offsets[0], "cu_seqlens_k": offsets[1]}
+
+
+@pytest.mark.parametrize(
+    "inputs,kwargs,match",
+    [
+        (_packed([2, 3], [4, 2]), {}, r"sequence 1 has fewer keys than queries \(2 < 3\)"),
+        (_packed([2, 3], [4, 5, 0]), {}, r"cu_seqlens_k must give the keys of the same 2 sequences as cu_seqlens, got 3"),
+        (_packed([2, 3], [4, 5]), {"cu_seqlens": None}, r"cu_seqlens_k needs cu_seqlens"),
+        (_packed([2, 3], [4, 5]), {"cu_seqlens_k": None}, r"with 9 keys for 5 queries, pass cu_seqlens_k"),
+        (_packed([2, 3], [4, 5]), {"cu_seqlens_k": torch.tensor([0, 4, 10])},
+         r"cu_seqlens_k must run from 0 to Tk = 9, got \[0, 4, 10\]"),
+        (_packed([2, 3], batch=2), {}, r"the batch size must be 1, got 2"),
+    ],
+)
+def test_packed_inputs_particular_to_attention_get_one_line_errors(inputs, kwargs, match):
+    options = {**inputs[1], **kwargs}
+    with pytest.raises(ValueError, match=match) as info:
+        sliding_window_attention(*inputs[0], 4, **options)
+    assert "\n" not in str(info.value)
 
 
 def _inputs(q_shape=(1, 6, 4, 8), k_shape=(1, 8, 2, 8)):

@@ -47,6 +47,8 @@ MALFORMED = [
     ("training.eval.lengths=64", ["training.eval.lengths", "expected a list"]),
     ("training.curriculum={segments: [2, 4], stage_steps: [1]}", ["training.curriculum.stage_steps", "1 entries for 2 stages"]),
     ("training.precision=fp8", ["training.precision", "one of auto, fp32, bf16"]),
+    ("training.mixed_precision=fp16", ["training.mixed_precision", "one of bf16 or null"]),
+    ("training.mixed_precision=bf16", ["training.mixed_precision", "needs parallel: fsdp"]),
     ("training.optimizer.lr=.inf", ["training.optimizer.lr", "must be a finite number"]),
     ("training.eval.depths=[0, .nan]", ["training.eval.depths.1", "must be a finite number"]),
 ]
@@ -83,3 +85,11 @@ def test_a_window_schedule_refuses_per_layer_windows(tiny_spec):
     assert [layer.options["window"] for layer in kept.model.layers] == [8, 4]
     with pytest.raises(SpecError, match=r"training\.eval\.window: sets one window"):
         load_spec(tiny_spec, per_layer + ["training.window={schedule: fixed, long: null}", "training.eval.window=8"])
+
+
+def test_mixed_precision_leaves_precision_at_auto(tiny_spec):
+    fsdp = ["training.parallel=fsdp", "training.mixed_precision=bf16"]
+    assert load_spec(tiny_spec, fsdp).training.mixed_precision == "bf16"
+    with pytest.raises(SpecError, match=r"training\.precision: fp32 does not combine with mixed_precision: bf16; "
+                                        r"leave precision at auto"):
+        load_spec(tiny_spec, fsdp + ["training.precision=fp32"])

@@ -76,8 +76,8 @@ class ARMT(nn.Module):
                              f"{self.backbone.max_positions} positions")
         reference = next(base.parameters())
         d_model = self.backbone.d_model
-        tokens = torch.randn(config.num_mem_tokens, d_model, device=reference.device) * 0.02
-        self.memory_tokens = nn.Parameter(tokens.to(reference.dtype))
+        self.memory_tokens = nn.Parameter(torch.empty(config.num_mem_tokens, d_model, device=reference.device,
+                                                      dtype=reference.dtype))
         self.memories = nn.ModuleDict({
             str(index): AssociativeMemory(d_model, config.segment_size, config.d_mem, config.n_heads, config.normalize)
             for index in self.memory_layers
@@ -86,6 +86,27 @@ class ARMT(nn.Module):
         self.memories.to(reference.device, reference.dtype)
         install_memory_hooks(self.backbone.layers, {index: self.memories[str(index)] for index in self.memory_layers},
                              owner=self.memories)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The ARMT's own init, after its modules': memory tokens N(0, 0.02^2), drawn in fp32.
+
+        Drawn last, as a re-initialisation after a meta-device build (children first) draws them.
+        """
+        tokens = torch.randn(self.memory_tokens.shape, device=self.memory_tokens.device) * 0.02
+        with torch.no_grad():
+            self.memory_tokens.copy_(tokens)
+
+    def shard_units(self) -> list[nn.Module]:
+        """The modules FSDP shards one by one (then the model itself): the base model's layers.
+
+        The memories stay with the model itself. FSDP gathers a unit's weights in its forward
+        hooks, and the hooks around a layer call a memory's read and write, never its forward: as
+        a unit of its own a memory would be read still sharded (an error), and grouped with its
+        layer (fully_shard([layer, memory])) it would keep that layer gathered until the model's
+        forward ends. With the model they are gathered for its forward and backward: small beside a block.
+        """
+        return list(self.backbone.layers)
 
     def forward(self, input_ids: torch.Tensor, state: ARMTState | None = None, return_state: bool = False,
                 labels: torch.Tensor | None = None):

@@ -4,6 +4,12 @@ Layout follows flash-linear-attention: projections (B, T, H, d). The state is `M
 normalizer)` = (A, z), fp32. Writing tokens is `memory.plus(associative_update(k, v, beta, memory))`;
 updates computed against the same memory add up, which is how a segment is written in pieces.
 Backends: "reference" (one vector at a time, the truth), "vectorized" (batched einsums).
+
+No cu_seqlens, unlike the sequence kernels: their state advances token by token, so packed
+sequences only need it to restart at each boundary. Here every token of a call reads, and writes
+against, the one memory of its batch row as it stood at the segment's start: a call is one
+segment of one sequence by construction, and sequences of different lengths are separate rows
+(ARMT splits each into its own segments).
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 Shapes and semantics follow flash-linear-attention's `chunk_gated_delta_rule`, so either can
 stand in for the other: q, k (B, T, H, K); v (B, T, H, V); g, beta (B, T, H); state (B, H, K, V).
 Backends: "reference" (the step loop), "chunkwise" (compiled on CPU, else PyTorch), "fla"
-(flash-linear-attention's Triton kernel, CUDA).
+(flash-linear-attention's Triton kernel, CUDA). Packed sequences (cu_seqlens): "fla" takes them
+natively; the others run once per sequence (the compiled kernel's operators carry one state per
+row, and its cost per call is small next to a sequence's work).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from typing import Callable
 import torch
 
 from ..common import (
-    carried_state, check_chunk_size, check_finite_decay, check_tensors, choose_backend, empty_output, has_tokens, installed,
+    carried_state, check_chunk_size, check_cu_seqlens, check_finite_decay, check_tensors, choose_backend, empty_output,
+    has_tokens, installed, per_sequence,
 )
 from .chunkwise import gated_delta_rule_chunkwise
 from .fla import FLA_CHUNK_SIZES, gated_delta_rule_fla
@@ -27,7 +30,7 @@ __all__ = [
 ]
 
 # Every backend: (q, k, v, g, beta, scale, initial_state, chunk_size) -> (out, final_state), with
-# validated inputs and B, T >= 1.
+# validated inputs and B, T >= 1. Those in PACKED also take bounds= (cu_seqlens as ints, B = 1).
 Backend = Callable[..., "tuple[torch.Tensor, torch.Tensor]"]
 
 
@@ -40,6 +43,7 @@ BACKENDS: dict[str, Backend] = {
     "chunkwise": gated_delta_rule_chunkwise,
     "fla": gated_delta_rule_fla,
 }
+PACKED = ("fla",)
 
 
 def choose_gated_delta_backend(q: torch.Tensor, backend: str = "auto", chunk_size: int = 64) -> str:
@@ -73,6 +77,7 @@ def gated_delta_rule(
     output_final_state: bool = False,
     chunk_size: int = 64,
     backend: str = "auto",
+    cu_seqlens: torch.Tensor | None = None,
 ):
     """The gated delta rule, per head with state S (K, V) starting at `initial_state` (or zeros):
 
@@ -85,22 +90,44 @@ def gated_delta_rule(
     backends ("fla" takes 16, 32 or 64). Any B, T >= 0; differentiable in every input,
     initial_state too.
 
+    cu_seqlens: None, or packed sequences in flash-linear-attention's convention: B = 1, and a 1-D
+    int32/int64 tensor of offsets [0, l1, l1 + l2, ..., T] on q's device (empty sequences
+    allowed). Then initial_state and the final state are (N, H, K, V), N = len(cu_seqlens) - 1,
+    one row per sequence, and each sequence runs as if called alone (an empty one passes its
+    state on).
+
     Returns o (B, T, H, V) in q's dtype, or (o, final_state) when output_final_state, the state
     (B, H, K, V) in fp32 (fp64 for fp64 inputs) whatever the input dtype. `backend` is "auto"
     (see choose_gated_delta_backend) or a key of BACKENDS.
     """
+    rows = "B" if cu_seqlens is None else "N"  # packed: a state row per sequence
     sizes = check_tensors("gated_delta_rule", {
         "q": (q, "B T H K"), "k": (k, "B T H K"), "v": (v, "B T H V"), "g": (g, "B T H"), "beta": (beta, "B T H"),
-        "initial_state": (initial_state, "B H K V"),
+        "initial_state": (initial_state, f"{rows} H K V"),
     }, same_dtype=("q", "k", "v"))
     check_chunk_size("gated_delta_rule", chunk_size)
+    bounds = check_cu_seqlens("gated_delta_rule", cu_seqlens, sizes, q.device)
     name = choose_gated_delta_backend(q, backend, chunk_size)
     check_finite_decay("gated_delta_rule", "g", g, name)
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
-    if has_tokens(q):
-        out, state = BACKENDS[name](q, k, v, g, beta, scale, initial_state, chunk_size)
-    else:  # no steps: an empty output, and the state passes through
-        out = empty_output(q, sizes["V"])
-        shape = tuple(sizes[dim] for dim in "BHKV")
-        (state,) = carried_state(None if initial_state is None else [initial_state], [shape], q)
+    if bounds is None or name in PACKED:
+        out, state = _run(name, q, k, v, g, beta, scale, initial_state, chunk_size, bounds)
+    else:
+        def one_sequence(inputs, rows):
+            out, state = _run(name, *inputs, scale, None if rows is None else rows[0], chunk_size)
+            return out, [state]
+
+        state = None if initial_state is None else [initial_state]
+        out, (state,) = per_sequence(one_sequence, [(t, bounds) for t in (q, k, v, g, beta)], state)
     return (out, state) if output_final_state else out
+
+
+def _run(name, q, k, v, g, beta, scale, initial_state, chunk_size, bounds=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Backend `name` on validated inputs; a call without tokens passes the state on."""
+    if has_tokens(q):
+        packed = {} if bounds is None else {"bounds": bounds}
+        return BACKENDS[name](q, k, v, g, beta, scale, initial_state, chunk_size, **packed)
+    rows, _, heads, key_dim = k.shape
+    rows = rows if bounds is None else len(bounds) - 1
+    (state,) = carried_state(None if initial_state is None else [initial_state], [(rows, heads, key_dim, v.shape[-1])], q)
+    return empty_output(q, v.shape[-1]), state

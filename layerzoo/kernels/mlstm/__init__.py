@@ -4,7 +4,8 @@ Layout follows flash-linear-attention: q, k (B, T, H, Dk), v (B, T, H, Dv), gate
 Semantics are NX-AI mlstm_kernels' stabilised mLSTM (see reference.py): exp input gate, sigmoid
 forget gate in log space, max stabiliser m, normaliser n, q scaled by Dk^-0.5.
 Backends: "reference" (the step loop), "chunkwise" (PyTorch), "triton" (kernels in triton/, for
-CUDA; imported on first use).
+CUDA; imported on first use). Packed sequences (cu_seqlens): "chunkwise" takes them in one pass
+(chunkwise.py); the others run once per sequence.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from typing import Callable
 
 import torch
 
-from ..common import carried_state, check_chunk_size, check_finite_decay, check_tensors, choose_backend, empty_output, has_tokens
+from ..common import (
+    carried_state, check_chunk_size, check_cu_seqlens, check_finite_decay, check_tensors, choose_backend, empty_output,
+    has_tokens, per_sequence,
+)
 from ..triton_support import require_triton, triton_can_run
 from .chunkwise import mlstm_chunkwise
 from .reference import EPS, MLSTMState, mlstm_reference, mlstm_step
@@ -48,13 +52,14 @@ def mlstm_triton(q, k, v, i, f, initial_state=None, chunk_size=64, **blocks):
 
 
 # Every backend: (q, k, v, i, f, initial_state or None, chunk_size) -> (h, final MLSTMState), with
-# validated inputs and B, T >= 1.
+# validated inputs and B, T >= 1. Those in PACKED also take bounds= (cu_seqlens as ints, B = 1).
 Backend = Callable[..., "tuple[torch.Tensor, MLSTMState]"]
 BACKENDS: dict[str, Backend] = {
     "reference": mlstm_reference,
     "chunkwise": mlstm_chunkwise,
     "triton": mlstm_triton,
 }
+PACKED = ("chunkwise",)
 
 
 def choose_mlstm_backend(q: torch.Tensor, backend: str = "auto") -> str:
@@ -79,8 +84,9 @@ def mlstm(
     output_final_state: bool = False,
     chunk_size: int = 64,
     backend: str = "auto",
+    cu_seqlens: torch.Tensor | None = None,
 ):
-    """The stabilised mLSTM over a sequence.
+    """The stabilised mLSTM over a sequence, or over packed sequences.
 
     q, k: (B, T, H, Dk) and v: (B, T, H, Dv), one float dtype; i, f: (B, T, H) input and forget
     gate pre-activations, any float dtype (the input gate is exp(i), the forget gate sigmoid(f)).
@@ -90,34 +96,54 @@ def mlstm(
     multiple needed; "triton" rounds it up to a power of two in [16, 128]). backend: "auto" (see
     choose_mlstm_backend) or a key of BACKENDS.
 
+    cu_seqlens: None, or packed sequences in flash-linear-attention's convention: B = 1, and a 1-D
+    int32/int64 tensor of offsets [0, l1, l1 + l2, ..., T] on q's device (empty sequences
+    allowed). Then initial_state and the final state hold N = len(cu_seqlens) - 1 rows, one per
+    sequence, in place of B, and each sequence runs as if called alone (an empty one passes its
+    state on).
+
     Returns h (B, T, H, Dv) in q's dtype, or (h, final MLSTMState) with output_final_state. States
     and arithmetic are fp32 whatever the input dtype (fp64 for fp64 inputs).
     """
-    initial_state = _check_inputs(q, k, v, i, f, initial_state, chunk_size)
+    initial_state, bounds = _check_inputs(q, k, v, i, f, initial_state, chunk_size, cu_seqlens)
     name = choose_mlstm_backend(q, backend)
     check_finite_decay("mlstm", "f", f, name)
-    if has_tokens(q):
-        h, state = BACKENDS[name](q, k, v, i, f, initial_state, chunk_size)
+    if bounds is None or name in PACKED:
+        h, state = _run(name, q, k, v, i, f, initial_state, chunk_size, bounds)
     else:
-        batch, _, heads, key_dim = q.shape
-        value_dim = v.shape[-1]
-        h = empty_output(q, value_dim)
-        shapes = [(batch, heads, key_dim, value_dim), (batch, heads, key_dim), (batch, heads)]
-        state = MLSTMState(*carried_state(initial_state, shapes, q))
+        def one_sequence(inputs, rows):
+            return _run(name, *inputs, None if rows is None else MLSTMState(*rows), chunk_size)
+
+        h, state = per_sequence(one_sequence, [(t, bounds) for t in (q, k, v, i, f)], initial_state)
+        state = MLSTMState(*state)
     return (h, state) if output_final_state else h
 
 
-def _check_inputs(q, k, v, i, f, initial_state, chunk_size) -> MLSTMState | None:
-    """One-line ValueErrors for inputs that do not fit; the initial state as an MLSTMState (or None)."""
+def _run(name, q, k, v, i, f, initial_state, chunk_size, bounds=None) -> tuple[torch.Tensor, MLSTMState]:
+    """Backend `name` on validated inputs; a call without tokens passes the state on."""
+    if has_tokens(q):
+        packed = {} if bounds is None else {"bounds": bounds}
+        return BACKENDS[name](q, k, v, i, f, initial_state, chunk_size, **packed)
+    rows, _, heads, key_dim = q.shape
+    rows = rows if bounds is None else len(bounds) - 1
+    value_dim = v.shape[-1]
+    shapes = [(rows, heads, key_dim, value_dim), (rows, heads, key_dim), (rows, heads)]
+    return empty_output(q, value_dim), MLSTMState(*carried_state(initial_state, shapes, q))
+
+
+def _check_inputs(q, k, v, i, f, initial_state, chunk_size, cu_seqlens) -> tuple[MLSTMState | None, list[int] | None]:
+    """One-line ValueErrors for inputs that do not fit; the initial state as an MLSTMState (or
+    None) and the offsets of packed sequences (or None)."""
     if initial_state is not None and not isinstance(initial_state, MLSTMState):
         if not isinstance(initial_state, (tuple, list)) or len(initial_state) != 3:
             kind = type(initial_state).__name__
             raise ValueError(f"mlstm: initial_state must be an MLSTMState or a (C, n, m) tuple, got {kind}")
         initial_state = MLSTMState(*initial_state)
     C, n, m = (None, None, None) if initial_state is None else initial_state
-    check_tensors("mlstm", {
+    rows = "B" if cu_seqlens is None else "N"  # packed: a state row per sequence
+    sizes = check_tensors("mlstm", {
         "q": (q, "B T H Dk"), "k": (k, "B T H Dk"), "v": (v, "B T H Dv"), "i": (i, "B T H"), "f": (f, "B T H"),
-        "initial_state.C": (C, "B H Dk Dv"), "initial_state.n": (n, "B H Dk"), "initial_state.m": (m, "B H"),
+        "initial_state.C": (C, f"{rows} H Dk Dv"), "initial_state.n": (n, f"{rows} H Dk"), "initial_state.m": (m, f"{rows} H"),
     }, same_dtype=("q", "k", "v"))
     check_chunk_size("mlstm", chunk_size)
-    return initial_state
+    return initial_state, check_cu_seqlens("mlstm", cu_seqlens, sizes, q.device)

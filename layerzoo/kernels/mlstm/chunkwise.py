@@ -13,6 +13,11 @@ matmul, and a short loop over chunks folds them in with their own max stabiliser
 
 n follows C's recurrence with v = 1, so it rides along as an extra value column: one matmul gives
 both q C and q . n.
+
+Packed sequences (cu_seqlens) go on a ChunkGrid, each sequence from a chunk boundary: the in-chunk
+part runs once over every chunk of every sequence, and the loop over chunks restarts from a
+sequence's own initial state at its first chunk, which is where a forget gate of exactly 0 would
+act (cumulative sums of log gates cannot carry that -inf, this loop needs none).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ..chunk_grid import ChunkGrid
 from ..common import compute_dtype
 from .reference import EPS, MLSTMState
 
@@ -34,24 +40,38 @@ def mlstm_chunkwise(
     f: torch.Tensor,
     initial_state: MLSTMState | None = None,
     chunk_size: int = 64,
+    *,
+    bounds: list[int] | None = None,
 ) -> tuple[torch.Tensor, MLSTMState]:
     """The mLSTM over a whole sequence, chunk by chunk.
 
     q, k: (B, T, H, Dk); v: (B, T, H, Dv); i, f: (B, T, H); T >= 1, any T (the last chunk is
     padded with tokens that neither write nor forget, so padding never reaches the state).
-    initial_state: None (empty) or an MLSTMState / (C, n, m) tuple.
+    initial_state: None (empty) or an MLSTMState / (C, n, m) tuple of B rows.
+    bounds: None, or the offsets of packed sequences (cu_seqlens as ints; B = 1): then
+    initial_state and the final state hold one row per sequence, and nothing crosses a boundary.
     Returns h (B, T, H, Dv) in q's dtype and the final MLSTMState; all arithmetic and states in
     fp32 (fp64 for fp64 q). Inputs are not validated here; `mlstm(...)` validates.
     """
     length, key_dim, value_dim = q.shape[1], q.shape[3], v.shape[3]
     out_dtype, dtype = q.dtype, compute_dtype(q.dtype)
-    chunk = min(chunk_size, length)
-    n_chunks = -(-length // chunk)
-    pad = n_chunks * chunk - length
+    if bounds is None:
+        grid = None
+        chunk = min(chunk_size, length)
+        n_chunks = -(-length // chunk)
+        pad = n_chunks * chunk - length
+        first_chunks = [0, n_chunks]
+    else:
+        longest = max(end - start for start, end in zip(bounds, bounds[1:]))
+        grid = ChunkGrid.build(bounds, min(chunk_size, longest), q.device)
+        chunk, n_chunks, pad, first_chunks = grid.chunk, grid.n_chunks, 0, grid.first_chunks
 
     def to_chunks(t: torch.Tensor, fill: float = 0.0, extra_columns: int = 0) -> torch.Tensor:
         """(B, T, H[, D]) -> (B, H, N, L[, D + extra_columns]) in the compute dtype, padded with fill."""
-        t = t.to(dtype).movedim(1, 2)
+        t = t.to(dtype)
+        if grid is not None:
+            t = grid.spread(t, fill)
+        t = t.movedim(1, 2)
         widths = (0, extra_columns, 0, pad) if t.dim() == 4 else (0, pad)
         if any(widths):
             t = F.pad(t, widths, value=fill)
@@ -72,7 +92,7 @@ def mlstm_chunkwise(
     # Token j's write in log space, measured from the chunk start: it reaches token t (or the
     # chunk end, t = L) with log-weight b_t + written_j.
     written = i - b
-    states, m_in, final = _chunk_states(k, v, written, b[..., -1], initial_state)
+    states, m_in, final = _chunk_states(k, v, written, b[..., -1], initial_state, first_chunks, grid is not None)
 
     # The row max of b_t + written_j over j <= t is a running max, so no (L, L) pass finds m.
     m = b + torch.maximum(m_in[..., None], written.cummax(-1).values)
@@ -85,25 +105,36 @@ def mlstm_chunkwise(
     out = (scores @ v).add_(from_state)
     numerator, q_dot_n = out[..., :value_dim], out[..., value_dim]
     h = numerator / (torch.maximum(q_dot_n.abs(), torch.exp(-m)) + EPS)[..., None]
-    return h.flatten(2, 3)[:, :, :length].movedim(1, 2).to(out_dtype), final
+    h = h.flatten(2, 3).movedim(1, 2)
+    h = h[:, :length] if grid is None else grid.gather(h)
+    return h.to(out_dtype), final
 
 
 def _chunk_states(
-    k: torch.Tensor, v: torch.Tensor, written: torch.Tensor, decay: torch.Tensor, initial_state: MLSTMState | None
+    k: torch.Tensor, v: torch.Tensor, written: torch.Tensor, decay: torch.Tensor, initial_state: MLSTMState | None,
+    first_chunks: list[int], packed: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, MLSTMState]:
     """The state entering every chunk, and the final state.
 
     k: (B, H, N, L, Dk); v: (B, H, N, L, Dv + 1) with the ones column; written: (B, H, N, L), the
     log write weights i_j - b_j; decay: (B, H, N), each chunk's summed log forget gate b_L.
+    first_chunks: where each sequence's chunks start, ChunkGrid's; unpacked, [0, N] (every row one
+    sequence). packed: B = 1 and the states have a row per sequence.
     Returns [C | n] entering each chunk (B, H, N, Dk, Dv + 1), its m (B, H, N), and the state
-    after the last chunk.
+    after each sequence's last chunk (its initial state when it has none).
     """
     batch, heads, _, _, key_dim = k.shape
     value_dim = v.shape[-1] - 1
+    sequences = range(len(first_chunks) - 1)
+    # The state rows of each sequence: all B rows at once, or one row per packed sequence.
+    rows = [slice(s, s + 1) for s in sequences] if packed else [slice(None)]
     if initial_state is None:
-        initial_state = MLSTMState.empty(batch, heads, key_dim, value_dim, k.dtype, k.device)
-    C, n, m = (t.to(k.dtype) for t in initial_state)
-    state = torch.cat((C, n[..., None]), dim=-1)
+        initial_state = MLSTMState.empty(len(sequences) if packed else batch, heads, key_dim, value_dim, k.dtype, k.device)
+    C, n, m0 = (t.to(k.dtype) for t in initial_state)
+    initial = torch.cat((C, n[..., None]), dim=-1)
+    finals = [(initial[rows[s]], m0[rows[s]]) for s in sequences]
+    starts = {first_chunks[s]: s for s in sequences if first_chunks[s] < first_chunks[s + 1]}
+    ends = {first_chunks[s + 1] - 1: s for s in sequences if first_chunks[s] < first_chunks[s + 1]}
 
     # Each chunk's own writes to its end, stabilised by their largest log-weight own_m. A chunk
     # that writes nothing (every i = -inf: padding) has top = -inf; shifting by 0 instead keeps its
@@ -116,7 +147,9 @@ def _chunk_states(
     entering, entering_m = [], []
     # unbind, not indexing per chunk: each index op's backward would write a zero tensor the size
     # of all chunks, O(N^2) memory traffic in all.
-    for decay_c, own_c, own_m_c in zip(decay.unbind(-1), own.unbind(2), own_m.unbind(-1)):
+    for index, (decay_c, own_c, own_m_c) in enumerate(zip(decay.unbind(-1), own.unbind(2), own_m.unbind(-1))):
+        if index in starts:
+            state, m = finals[starts[index]]
         entering.append(state)
         entering_m.append(m)
         m_new = torch.maximum(decay_c + m, own_m_c)
@@ -124,5 +157,8 @@ def _chunk_states(
         write = torch.exp(own_m_c - m_new)[..., None, None]
         state = keep * state + write * own_c
         m = m_new
+        if index in ends:
+            finals[ends[index]] = (state, m)
+    state, m = (torch.cat(parts) for parts in zip(*finals))
     final = MLSTMState(state[..., :value_dim], state[..., value_dim], m)
     return torch.stack(entering, dim=2), torch.stack(entering_m, dim=-1), final

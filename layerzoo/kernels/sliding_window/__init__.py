@@ -3,6 +3,11 @@
 Layout follows flash-linear-attention: q (B, Tq, H, D), k and v (B, Tk, Hkv, D). Queries are
 aligned to the end of the keys (flash-attn's bottom-right convention), so streaming passes
 keys = [cached keys; new keys] and queries = the new tokens only.
+
+Packed sequences (cu_seqlens, cu_seqlens_k; flash-attn's varlen convention): "reference" and
+"sdpa" take them as a dense block-diagonal mask, "chunkwise" as a sequence mask on its grid when
+each sequence has a key per query (chunkwise.py), else on a grid of chunks that each lie in one
+sequence (packed.py), "flex" as a document mask; "triton" runs once per sequence.
 """
 
 from __future__ import annotations
@@ -13,11 +18,12 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from ..common import check_tensors, choose_backend, empty_output, has_tokens
+from ..common import check_cu_seqlens, check_tensors, choose_backend, empty_output, has_tokens, per_sequence
 from ..triton_support import require_triton, triton_can_run
 from .chunkwise import first_reachable_key, sliding_window_attention_chunkwise
+from .packed import sliding_window_attention_packed
 from .triton.config import TRITON_DTYPES
-from .reference import sliding_window_attention_reference, sliding_window_mask
+from .reference import packed_positions, packed_window_mask, sliding_window_attention_reference, sliding_window_mask
 
 __all__ = [
     "BACKENDS",
@@ -28,23 +34,30 @@ __all__ = [
 ]
 
 # Every backend: (q, k, v, window, scale) -> out, with validated inputs, B, Tq >= 1, window None
-# or < Tk.
-Backend = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, "int | None", float], torch.Tensor]
+# or < Tk. Those in PACKED also take bounds= (the offsets of the queries and of the keys of packed
+# sequences, B = 1).
+Backend = Callable[..., torch.Tensor]
 
 
-def _sdpa(q, k, v, window, scale):
+def _sdpa(q, k, v, window, scale, *, bounds=None):
     """torch SDPA with a dense (Tq, Tk) boolean mask, or its causal kernel when there is no window.
 
     is_causal=True is top-left aligned, so it serves only Tq == Tk; unwindowed Tq < Tk (chunked
-    prefill, decode) gets the explicit mask, which works with enable_gqa on every device.
+    prefill, decode) gets the explicit mask, which works with enable_gqa on every device. Packed
+    sequences get the dense block-diagonal mask.
     """
-    if window is not None:
+    if window is not None and bounds is None:
         # Decode-sized calls stay O(window) whatever the cache length.
         first = first_reachable_key(q.shape[1], k.shape[1], window)
         k, v = k[:, first:], v[:, first:]
     q_len, k_len = q.shape[1], k.shape[1]
-    causal = window is None and q_len == k_len
-    mask = None if causal else sliding_window_mask(q_len, k_len, window, device=q.device)
+    causal = window is None and q_len == k_len and bounds is None
+    if causal:
+        mask = None
+    elif bounds is None:
+        mask = sliding_window_mask(q_len, k_len, window, device=q.device)
+    else:
+        mask = packed_window_mask(*bounds, window, device=q.device)
     out = F.scaled_dot_product_attention(
         q.transpose(1, 2),
         k.transpose(1, 2),
@@ -57,10 +70,15 @@ def _sdpa(q, k, v, window, scale):
     return out.transpose(1, 2)
 
 
-def _chunkwise(q, k, v, window, scale):
+def _chunkwise(q, k, v, window, scale, *, bounds=None):
+    """chunkwise.py, with the sequence of each token in the mask when every packed sequence has a
+    key per query (training: no padding, no gathering), else packed.py."""
+    if bounds is not None and bounds[0] != bounds[1]:
+        return sliding_window_attention_packed(q, k, v, window, scale, *bounds)
+    sequences = None if bounds is None else packed_positions(*bounds, q.device)[1]
     # Without a window every key is in reach and chunking saves nothing: O(Tq * Tk) like dense.
     window = k.shape[1] if window is None else window
-    return sliding_window_attention_chunkwise(q, k, v, window, scale)
+    return sliding_window_attention_chunkwise(q, k, v, window, scale, sequences)
 
 
 @functools.cache
@@ -84,13 +102,33 @@ def _flex_block_mask(q_len: int, k_len: int, window: int | None, device: torch.d
     return create_block_mask(mask_mod, None, None, q_len, k_len, device=device)
 
 
-def _flex(q, k, v, window, scale):
-    """flex_attention with a block mask, so key blocks outside the window are skipped entirely."""
+def _flex_packed_block_mask(bounds_q: list[int], bounds_k: list[int], window: int | None, device: torch.device):
+    """The block mask of packed sequences: a document mask on top of the window. Built per call
+    (the offsets change from batch to batch), as flex_attention's document masking does."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    sequence_q, sequence_k, position = packed_positions(bounds_q, bounds_k, device)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        lag = position[q_idx] - kv_idx
+        visible = (sequence_q[q_idx] == sequence_k[kv_idx]) & (lag >= 0)
+        return visible & (lag < window) if window is not None else visible
+
+    return create_block_mask(mask_mod, None, None, bounds_q[-1], bounds_k[-1], device=device)
+
+
+def _flex(q, k, v, window, scale, *, bounds=None):
+    """flex_attention with a block mask, so key blocks outside the window (or another packed
+    sequence) are skipped entirely."""
+    if bounds is None:
+        block_mask = _flex_block_mask(q.shape[1], k.shape[1], window, q.device)
+    else:
+        block_mask = _flex_packed_block_mask(*bounds, window, q.device)
     out = _compiled_flex_attention()(
         q.transpose(1, 2),
         k.transpose(1, 2),
         v.transpose(1, 2),
-        block_mask=_flex_block_mask(q.shape[1], k.shape[1], window, q.device),
+        block_mask=block_mask,
         scale=scale,
         enable_gqa=q.shape[2] != k.shape[2],
     )
@@ -114,6 +152,7 @@ BACKENDS: dict[str, Backend] = {
     "flex": _flex,
     "triton": _triton,
 }
+PACKED = ("reference", "chunkwise", "sdpa", "flex")
 
 # flex_attention compiles per shape and needs a block mask per (Tq, Tk), which streaming decode
 # (Tq = 1, Tk growing) would pay every step; SDPA on the trimmed keys is O(window) there anyway.
@@ -132,34 +171,57 @@ def _check_window(window: int | None) -> None:
         )
 
 
-def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    sizes = check_tensors("sliding_window_attention", {
+def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: object, cu_seqlens_k: object
+                  ) -> tuple[list[int], list[int]] | None:
+    """One-line ValueErrors for inputs that do not fit; the offsets of the queries and keys of
+    packed sequences (or None)."""
+    op = "sliding_window_attention"
+    sizes = check_tensors(op, {
         "q": (q, "B Tq H D"), "k": (k, "B Tk Hkv D"), "v": (v, "B Tk Hkv D"),
     }, same_dtype=("q", "k", "v"))
     heads, kv_heads, q_len, k_len = sizes["H"], sizes["Hkv"], sizes["Tq"], sizes["Tk"]
     if kv_heads == 0 or heads % kv_heads:
-        raise ValueError(
-            f"sliding_window_attention: query heads ({heads}) must be a multiple of key/value heads ({kv_heads})"
-        )
-    if k_len < q_len:
-        raise ValueError(
-            f"sliding_window_attention: fewer keys than queries ({k_len} < {q_len}); queries align to the last keys"
-        )
+        raise ValueError(f"{op}: query heads ({heads}) must be a multiple of key/value heads ({kv_heads})")
+    if cu_seqlens is None and cu_seqlens_k is not None:
+        raise ValueError(f"{op}: cu_seqlens_k needs cu_seqlens (the queries' offsets)")
+    bounds_q = check_cu_seqlens(op, cu_seqlens, sizes, q.device, length="Tq", rows=None)
+    if bounds_q is None:
+        if k_len < q_len:
+            raise ValueError(f"{op}: fewer keys than queries ({k_len} < {q_len}); queries align to the last keys")
+        return None
+    if cu_seqlens_k is None:
+        if k_len != q_len:
+            raise ValueError(f"{op}: with {k_len} keys for {q_len} queries, pass cu_seqlens_k (the keys' offsets)")
+        return bounds_q, bounds_q
+    bounds_k = check_cu_seqlens(op, cu_seqlens_k, sizes, q.device, name="cu_seqlens_k", length="Tk", rows=None)
+    if len(bounds_k) != len(bounds_q):
+        raise ValueError(f"{op}: cu_seqlens_k must give the keys of the same {len(bounds_q) - 1} sequences "
+                         f"as cu_seqlens, got {len(bounds_k) - 1}")
+    for index in range(len(bounds_q) - 1):
+        queries, keys = bounds_q[index + 1] - bounds_q[index], bounds_k[index + 1] - bounds_k[index]
+        if keys < queries:
+            raise ValueError(f"{op}: sequence {index} has fewer keys than queries ({keys} < {queries}); "
+                             "queries align to the last keys")
+    return bounds_q, bounds_k
 
 
 def choose_swa_backend(
-    q: torch.Tensor, k: torch.Tensor, window: int | None, backend: str = "auto"
+    q: torch.Tensor, k: torch.Tensor, window: int | None, backend: str = "auto", packed: bool = False
 ) -> str:
-    """The backend `sliding_window_attention(q, k, v, window, backend=backend)` runs.
+    """The backend `sliding_window_attention(q, k, v, window, backend=backend)` runs; packed: with
+    cu_seqlens.
 
     "auto" picks: "sdpa" (fused causal kernel) when the window covers all Tk keys; otherwise, on
     CUDA with at least FLEX_MIN_QUERIES queries, "triton" (or "flex" when triton is missing or
     the dtype is fp64), "sdpa" on CUDA for fewer queries, and "chunkwise" elsewhere (also under
     TRITON_INTERPRET, where the interpreted kernels are far slower than torch's CPU SDPA).
+    Packed sequences never get "sdpa" (its dense mask over all of them is O(Tq * Tk) where each
+    query needs at most its own sequence's keys): "triton" or "flex" as above on CUDA, whatever
+    the window, and "chunkwise" for fewer queries (a decode step of many streams) and off CUDA.
     Raises ValueError for an unknown name or a backend the device or dtype cannot run.
     """
     _check_window(window)
-    name = choose_backend("sliding-window attention backend", backend, BACKENDS, _fast_backend(q, k, window))
+    name = choose_backend("sliding-window attention backend", backend, BACKENDS, _fast_backend(q, k, window, packed))
     if name == "flex" and not q.is_cuda:
         raise ValueError(
             f"the 'flex' backend needs CUDA tensors, got {q.device}; use 'chunkwise' off CUDA"
@@ -169,15 +231,13 @@ def choose_swa_backend(
     return name
 
 
-def _fast_backend(q: torch.Tensor, k: torch.Tensor, window: int | None) -> str:
+def _fast_backend(q: torch.Tensor, k: torch.Tensor, window: int | None, packed: bool) -> str:
     """What "auto" runs; see choose_swa_backend."""
-    if window is None or window >= k.shape[1]:
+    if (window is None or window >= k.shape[1]) and not packed:
         return "sdpa"
-    if q.is_cuda:
-        if q.shape[1] < FLEX_MIN_QUERIES:
-            return "sdpa"
+    if q.is_cuda and q.shape[1] >= FLEX_MIN_QUERIES:
         return "triton" if triton_can_run(q) and q.dtype in TRITON_DTYPES else "flex"
-    return "chunkwise"
+    return "sdpa" if q.is_cuda and not packed else "chunkwise"
 
 
 def sliding_window_attention(
@@ -188,6 +248,8 @@ def sliding_window_attention(
     *,
     scale: float | None = None,
     backend: str = "auto",
+    cu_seqlens: torch.Tensor | None = None,
+    cu_seqlens_k: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal attention over the last `window` keys (itself included), queries end-aligned.
 
@@ -196,15 +258,33 @@ def sliding_window_attention(
     with p - window < s <= p: flash-attn's window_size=(window - 1, 0) with bottom-right causal.
     window=None (or window >= Tk) is full causal attention. scale defaults to D ** -0.5.
 
+    cu_seqlens, cu_seqlens_k: None, or packed sequences in flash-attn's varlen convention: B = 1,
+    cu_seqlens the offsets [0, l1, l1 + l2, ..., Tq] of each sequence's queries and cu_seqlens_k
+    those of its keys (default: cu_seqlens, which needs Tk == Tq), 1-D int32/int64 tensors on q's
+    device with one entry per sequence boundary. Every sequence attends as if called alone: its
+    queries aligned to the end of its own keys (at least as many as its queries), nothing across
+    sequences. A decode step of N streams is N queries of one token, each after its own cache.
+
     Returns (B, Tq, H, D) in q's dtype; bf16/fp16 softmax accumulates in fp32. Any B, Tq >= 0.
     Differentiable in q, k and v on every backend. `backend` is "auto" (see choose_swa_backend)
     or a key of BACKENDS.
     """
-    _check_inputs(q, k, v)
-    name = choose_swa_backend(q, k, window, backend)
+    bounds = _check_inputs(q, k, v, cu_seqlens, cu_seqlens_k)
+    name = choose_swa_backend(q, k, window, backend, packed=bounds is not None)
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    if bounds is None or name in PACKED:
+        return _attend(name, q, k, v, window, scale, bounds)
+
+    def one_sequence(inputs, _):
+        return _attend(name, *inputs, window, scale), []
+
+    return per_sequence(one_sequence, [(q, bounds[0]), (k, bounds[1]), (v, bounds[1])])[0]
+
+
+def _attend(name, q, k, v, window, scale, bounds=None) -> torch.Tensor:
+    """Backend `name` on validated inputs: a window covering every key is none; no queries, no work."""
     if window is not None and window >= k.shape[1]:
         window = None
     if not has_tokens(q):
         return empty_output(q, v.shape[-1])
-    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
-    return BACKENDS[name](q, k, v, window, scale)
+    return BACKENDS[name](q, k, v, window, scale, **({} if bounds is None else {"bounds": bounds}))

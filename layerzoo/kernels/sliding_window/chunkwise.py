@@ -4,6 +4,9 @@ Queries are cut into chunks of `c` rows. With keys laid out on the same grid, a 
 needs its own key chunk and the `m = ceil((window - 1) / c)` chunks before it, so each chunk does a
 small dense (c, (m + 1) * c) attention and the work is O(Tq * (window + c)) instead of O(Tq * Tk).
 All chunks run as one batched F.scaled_dot_product_attention call (torch's fused CPU kernel).
+
+Packed sequences with a key per query (cu_seqlens_k = cu_seqlens, the training case) keep this
+grid: each token's sequence rides along the keys, and the mask also requires the same sequence.
 """
 
 from __future__ import annotations
@@ -32,11 +35,14 @@ def first_reachable_key(q_len: int, k_len: int, window: int) -> int:
 
 
 def sliding_window_attention_chunkwise(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, scale: float
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, scale: float,
+    sequences: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Sliding-window attention, queries aligned to the end of the keys.
 
     q: (B, Tq, H, D); k, v: (B, Tk, Hkv, D), H % Hkv == 0, Tk >= Tq, 1 <= window.
+    sequences: None, or for packed sequences with Tq == Tk (B = 1) the sequence of each token
+    (Tk,) int64: a query then sees only its own sequence's keys.
     Returns (B, Tq, H, D) in q's dtype. Softmax accumulates in fp32 inside SDPA.
     """
     batch, q_len, heads, dim = q.shape
@@ -73,7 +79,12 @@ def sliding_window_attention_chunkwise(
     # Padding keys are masked out, but a padding query row would then see nothing and SDPA would
     # return NaN for it (and its gradient); letting every row see its own diagonal key avoids that
     # and changes no real row, whose diagonal key is always real.
-    mask = band & ((key_pos >= k_pad) | (lag == 0))
+    visible = key_pos >= k_pad
+    if sequences is not None:
+        # padded like the keys, with an id no sequence has; the queries' are the last keys'
+        ids = F.pad(sequences[first:], (k_pad, 0), value=-1)
+        visible = visible & (ids.unfold(0, span, c)[:, None, :] == ids[m * c:].view(n_chunks, c)[:, :, None])
+    mask = band & (visible | (lag == 0))
     mask = mask.expand(batch, n_chunks, c, span).reshape(batch * n_chunks, 1, c, span)
 
     out = F.scaled_dot_product_attention(

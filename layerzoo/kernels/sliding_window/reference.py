@@ -23,18 +23,54 @@ def sliding_window_mask(
     return mask
 
 
+def packed_positions(bounds_q: list[int], bounds_k: list[int], device: torch.device | str | None = None
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Where the queries and keys of packed sequences sit: (sequence of each query (Tq,), sequence
+    of each key (Tk,), key position of each query (Tq,)), int64.
+
+    bounds_q, bounds_k: the offsets of each sequence's queries and keys (cu_seqlens and
+    cu_seqlens_k as ints). Within a sequence queries are aligned to the end of its keys: its
+    query j of ql sits at key position k_end - ql + j.
+    """
+    q_lengths = torch.tensor(bounds_q[1:]) - torch.tensor(bounds_q[:-1])
+    k_lengths = torch.tensor(bounds_k[1:]) - torch.tensor(bounds_k[:-1])
+    sequences = torch.arange(len(q_lengths))
+    sequence_q = torch.repeat_interleave(sequences, q_lengths)
+    sequence_k = torch.repeat_interleave(sequences, k_lengths)
+    # query t of sequence s: k_end_s - ql_s + (t - q_start_s)
+    shift = torch.tensor(bounds_k[1:]) - torch.tensor(bounds_q[1:])
+    position = torch.arange(bounds_q[-1]) + shift[sequence_q]
+    return sequence_q.to(device), sequence_k.to(device), position.to(device)
+
+
+def packed_window_mask(bounds_q: list[int], bounds_k: list[int], window: int | None,
+                       device: torch.device | str | None = None) -> torch.Tensor:
+    """Boolean (Tq, Tk) mask of packed sequences: sliding_window_mask within each sequence (its
+    queries end-aligned to its keys), False between sequences."""
+    sequence_q, sequence_k, pos_q = packed_positions(bounds_q, bounds_k, device)
+    pos_k = torch.arange(bounds_k[-1], device=device)[None, :]
+    mask = (sequence_q[:, None] == sequence_k[None, :]) & (pos_k <= pos_q[:, None])
+    if window is not None:
+        mask &= pos_k > pos_q[:, None] - window
+    return mask
+
+
 def sliding_window_attention_reference(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
     window: int | None,
     scale: float | None = None,
+    *,
+    bounds: tuple[list[int], list[int]] | None = None,
 ) -> torch.Tensor:
     """Sliding-window attention by materialising every score; O(Tq * Tk) time and memory.
 
     q: (B, Tq, H, D); k, v: (B, Tk, Hkv, D) with H % Hkv == 0 and Tk >= Tq; any float dtype.
-    Returns (B, Tq, H, D) in q's dtype. Arithmetic runs in fp32 (fp64 stays fp64), so this is
-    the accuracy yardstick for low-precision inputs. Inputs are not validated here.
+    bounds: None, or packed sequences (B = 1): the offsets of their queries and of their keys
+    (packed_window_mask). Returns (B, Tq, H, D) in q's dtype. Arithmetic runs in fp32 (fp64
+    stays fp64), so this is the accuracy yardstick for low-precision inputs. Inputs are not
+    validated here.
     """
     heads, kv_heads, dim = q.shape[2], k.shape[2], q.shape[3]
     scale = dim**-0.5 if scale is None else scale
@@ -44,7 +80,10 @@ def sliding_window_attention_reference(
     kf = kf.repeat_interleave(heads // kv_heads, dim=2)
     vf = vf.repeat_interleave(heads // kv_heads, dim=2)
     scores = torch.einsum("bqhd,bkhd->bhqk", qf, kf) * scale
-    mask = sliding_window_mask(q.shape[1], k.shape[1], window, device=q.device)
+    if bounds is None:
+        mask = sliding_window_mask(q.shape[1], k.shape[1], window, device=q.device)
+    else:
+        mask = packed_window_mask(*bounds, window, device=q.device)
     scores = scores.masked_fill(~mask, float("-inf"))
     out = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(dim=-1), vf)
     return out.to(q.dtype)

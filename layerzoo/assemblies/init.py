@@ -1,0 +1,67 @@
+"""Initialising a model built on the meta device: the weights a normal build would have, bit for bit.
+
+A module's constructor builds its submodules (each initialising itself) and then calls its own
+`reset_parameters()`, which sets its own tensors and may overwrite its submodules' defaults (the
+mLSTM's gates, the causal LM's embedding). Running every module's `reset_parameters()` children
+first, in registration order, therefore draws the same random numbers in the same order as
+construction did: from the same RNG state, the same weights.
+
+    with torch.device("meta"):
+        model = CausalLM(config)       # nothing allocated, no random numbers drawn
+    init_weights(model, "cpu")         # allocated and initialised module by module
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import torch
+from torch import nn
+
+
+def init_weights(model: nn.Module, device: torch.device | str = "cpu") -> nn.Module:
+    """Allocate `model`'s meta tensors on `device` and (re-)initialise every module as its
+    construction did, in construction order; returns the model.
+
+    Also re-runs the initialisation of a model moved with `to_empty`. Draw on the CPU to get what
+    a CPU build followed by `.to(device)` has: other devices' generators give other numbers.
+    """
+    for module in construction_order(model):
+        init_module(module, device)
+    return model
+
+
+def construction_order(model: nn.Module) -> Iterator[nn.Module]:
+    """Every module once, children before parents, siblings in registration order."""
+    seen = set()
+
+    def visit(module: nn.Module) -> Iterator[nn.Module]:
+        seen.add(module)
+        for child in module.children():
+            if child not in seen:
+                yield from visit(child)
+        yield module
+
+    return visit(model)
+
+
+def init_module(module: nn.Module, device: torch.device | str) -> None:
+    """Allocate the module's own meta parameters and buffers on `device` (in place: tied
+    parameters stay tied) and run its own `reset_parameters()`.
+
+    Raises TypeError for a module that holds tensors but has no reset_parameters(): nothing
+    could give them their values.
+    """
+    own = [*module.parameters(recurse=False), *module.buffers(recurse=False)]
+    for tensor in own:
+        if tensor.is_meta:
+            empty = torch.empty_like(tensor, device=device)
+            if isinstance(tensor, nn.Parameter):
+                empty = nn.Parameter(empty, requires_grad=tensor.requires_grad)
+            torch.utils.swap_tensors(tensor, empty)
+    reset = getattr(module, "reset_parameters", None)
+    if reset is not None:
+        reset()
+    elif own:
+        raise TypeError(f"{type(module).__name__} holds parameters or buffers but has no reset_parameters(), "
+                        "so it cannot be initialised after a meta-device build; give it one")
