@@ -20,12 +20,22 @@ from ..errors import unknown_name_message
 REFERENCE = "reference"
 
 
-@torch.compiler.assume_constant_result
+def constant_when_traced(fn: Callable) -> Callable:
+    """Mark fn as torch.compiler.assume_constant_result does: torch.compile and strict
+    torch.export call it when they trace and keep its result in the graph as a constant, so what
+    it does to find the answer (a search of the import path, a build, log lines) stays out.
+
+    It sets the attribute that decorator sets, because the decorator imports torch._dynamo (and
+    with it Triton, which must load on first use), doubling the time of `import layerzoo`.
+    """
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+@constant_when_traced
 def installed(package: str) -> bool:
     """Whether an optional package (triton, fla, ...) can be imported, without importing it.
-
-    torch.compile calls it when it traces and keeps the answer as a constant: the search of the
-    import path stays out of graphs."""
+    A constant to torch.compile (see constant_when_traced)."""
     return _on_import_path(package)
 
 

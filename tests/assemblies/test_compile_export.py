@@ -20,6 +20,7 @@ from torch._dynamo.testing import CompileCounterWithBackend
 
 import layerzoo
 from layerzoo.assemblies.armt import ARMT
+from layerzoo.kernels.common import constant_when_traced
 from layerzoo.kernels.gated_delta_rule import native
 from layerzoo.specs.files import shipped_specs
 from layerzoo.testing import assert_close
@@ -145,3 +146,16 @@ def test_compiled_training_step_runs_the_compiled_kernel_backward(kernel):
     assert_close(loss, expected_loss, what="loss")
     for name, p in model.named_parameters():
         assert_close(p.grad, expected[name], what=f"d{name}", scale=10)
+
+
+def test_constant_when_traced_marks_a_function_as_torch_does():
+    """It copies torch.compiler.assume_constant_result's mark (to spare `import layerzoo` importing
+    torch._dynamo): if torch changes the mark, this fails before the compile tests do."""
+    def ours():
+        pass
+
+    def theirs():
+        pass
+
+    assert constant_when_traced(ours) is ours
+    assert vars(ours) == vars(torch.compiler.assume_constant_result(theirs))

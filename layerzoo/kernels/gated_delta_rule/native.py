@@ -26,7 +26,8 @@ except ImportError:
 
 import torch
 
-from .native_ops import register_fakes
+from ..common import constant_when_traced
+from .native_ops import register_for_tracing
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +49,11 @@ def native_ops_for(t: torch.Tensor):
     return torch.ops.layerzoo if t.device.type == "cpu" and native_enabled() else None
 
 
-@torch.compiler.assume_constant_result
+@constant_when_traced
 def native_enabled() -> bool:
     """Whether the compiled ops run on CPU: not turned off by LAYERZOO_NATIVE=0, and loaded (the
-    first call builds them). torch.compile and torch.export call it once, when they trace, and
-    keep the answer as a constant: the build, its log lines and its file lock stay out of graphs."""
+    first call builds them). A constant to torch.compile, which calls it when it traces: the
+    build, its log lines and its file lock stay out of graphs."""
     return os.environ.get("LAYERZOO_NATIVE", "1") != "0" and load_native_ops() is not None
 
 
@@ -78,7 +79,7 @@ def load_native_ops():
     except Exception as error:  # no compiler, no ninja, no BLAS symbols: fall back, say why once
         log.warning("layerzoo: compiled CPU gated delta rule unavailable (%s); using the PyTorch one", _reason(error))
         return None
-    register_fakes()
+    register_for_tracing()
     return torch.ops.layerzoo
 
 

@@ -5,7 +5,7 @@ in C++ needs a Python fake saying what it returns: `forward_fake` and `backward_
 cpu_forward.cpp's `forward` and cpu_backward.cpp's `backward` allocation by allocation (the
 argument checks stay in C++ and run when the traced graph does). The compiled forward also
 updates its `state` argument in place and returns a list, which compile's functionalisation
-cannot take apart; `forward_functional` is the same op without side effects.
+cannot take apart; `gated_delta_rule_forward_functional` is the same op without side effects.
 """
 
 from __future__ import annotations
@@ -16,10 +16,17 @@ import torch
 
 
 @functools.cache
-def register_fakes() -> None:
-    """Register both fakes, once per process, after the ops are loaded (torch checks they exist)."""
+def register_for_tracing() -> None:
+    """Register both fakes and define torch.ops.layerzoo.gated_delta_rule_forward_functional, once
+    per process, after the ops load: torch checks that an op exists before taking its fake, and
+    defining an op imports torch's Triton support, which `import layerzoo` must not (Triton kernels
+    load on first use)."""
     torch.library.register_fake("layerzoo::gated_delta_rule_forward")(forward_fake)
     torch.library.register_fake("layerzoo::gated_delta_rule_backward")(backward_fake)
+    forward_functional = torch.library.custom_op(
+        "layerzoo::gated_delta_rule_forward_functional", _forward_functional, mutates_args=())
+    # On fake tensors the same body computes the fake: the clone, then the compiled forward's fake.
+    forward_functional.register_fake(_forward_functional)
 
 
 def forward_fake(q, k, v, g, beta, scale, state, chunk, keep):
@@ -50,8 +57,3 @@ def _forward_functional(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: to
     out, *space = torch.ops.layerzoo.gated_delta_rule_forward(q, k, v, g, beta, scale, state, chunk, keep)
     return [out, state, *space]
 
-
-forward_functional = torch.library.custom_op(
-    "layerzoo::gated_delta_rule_forward_functional", _forward_functional, mutates_args=())
-# On fake tensors the same body computes the fake: the clone, then the compiled forward's fake.
-forward_functional.register_fake(_forward_functional)
