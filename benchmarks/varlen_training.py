@@ -5,8 +5,7 @@
 
 Document lengths are log-normal with a median of 1/8 of the row (sigma 1), cut to the row, the
 same documents for every method. One training step (forward, backward, AdamW) over all of them:
-- packed: documents laid into rows greedily (a document that does not fit starts the next row;
-  a row's rest is one unscored filler sequence), every row one packed call with cu_seqlens;
+- packed: the documents one after another in one packed row with cu_seqlens;
 - padded: one row per document, padded on the right to the longest, no mask (right padding never
   reaches a real token of a causal model), the padding computed and its loss ignored;
 - masked: the padded batch with its attention_mask, which layerzoo packs internally.
@@ -43,26 +42,13 @@ def document_lengths(count: int, row: int, seed: int) -> list[int]:
     return lengths.round().clamp(2, row).long().tolist()
 
 
-def packed_rows(documents: list[torch.Tensor], row: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(ids (1, rows * row), targets, cu_seqlens): documents laid greedily into rows."""
-    rows, current = [], []
-    for document in documents:
-        if sum(map(len, current)) + len(document) > row:
-            rows.append(current)
-            current = []
-        current.append(document)
-    rows.append(current)
-    ids, targets, lengths = [], [], []
-    for parts in rows:
-        rest = row - sum(map(len, parts))
-        parts = parts + ([torch.zeros(rest, dtype=torch.long)] if rest else [])
-        for index, part in enumerate(parts):
-            filler = rest and index == len(parts) - 1
-            ids.append(part)
-            targets.append(torch.full_like(part, -100) if filler else F.pad(part[1:], (0, 1), value=-100))
-            lengths.append(len(part))
-    cu_seqlens = F.pad(torch.tensor(lengths).cumsum(0), (1, 0))
-    return torch.cat(ids)[None], torch.cat(targets)[None], cu_seqlens
+def packed_row(documents: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(ids (1, total), targets, cu_seqlens): the documents one after another in one packed row,
+    as fixed-length training rows hold them when a document may continue into the next row."""
+    ids = torch.cat(documents)[None]
+    targets = torch.cat([F.pad(document[1:], (0, 1), value=-100) for document in documents])[None]
+    cu_seqlens = F.pad(torch.tensor([len(document) for document in documents]).cumsum(0), (1, 0))
+    return ids, targets, cu_seqlens
 
 
 def padded_batch(documents: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -91,7 +77,7 @@ def step_fn(model, optimizer, ids, targets, **kwargs):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    parser.add_argument("--row", type=int, default=1024, help="tokens per packed row")
+    parser.add_argument("--row", type=int, default=1024, help="the row length the document lengths scale with")
     parser.add_argument("--docs", type=int, default=24, help="documents per step")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--budget", type=float, default=20.0, help="seconds of runs per cell before it stops repeating")
@@ -106,7 +92,7 @@ def main() -> None:
         model = layerzoo.build("swax-tiny", MODELS[name])
         documents = [torch.randint(model.config.vocab_size, (length,), generator=generator) for length in lengths]
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        ids, targets, cu_seqlens = packed_rows(documents, args.row)
+        ids, targets, cu_seqlens = packed_row(documents)
         cells[name, "packed"] = step_fn(model, optimizer, ids, targets, cu_seqlens=cu_seqlens)
         padded_ids, padded_targets, mask = padded_batch(documents)
         cells[name, "padded"] = step_fn(model, optimizer, padded_ids, padded_targets)
@@ -123,7 +109,7 @@ def main() -> None:
         records.append({"model": name, "real_tokens": real, "seconds": {m: best[name, m] for m in METHODS}})
     print(f"{args.docs} documents, {real} real tokens, lengths log-normal (median {args.row // 8}): "
           f"{sorted(lengths)}")
-    print(markdown_table(["model", "packed rows", "padded batch", "packed tok/s", "padded tok/s",
+    print(markdown_table(["model", "packed row", "padded batch", "packed tok/s", "padded tok/s",
                           "masked tok/s", "packed / padded"], rows))
     if args.json:
         args.json.write_text(json.dumps({"lengths": lengths, "row": args.row, "results": records}, indent=2))

@@ -125,16 +125,11 @@ def _chunk_states(
     """
     batch, heads, _, _, key_dim = k.shape
     value_dim = v.shape[-1] - 1
-    sequences = range(len(first_chunks) - 1)
-    # The state rows of each sequence: all B rows at once, or one row per packed sequence.
-    rows = [slice(s, s + 1) for s in sequences] if packed else [slice(None)]
     if initial_state is None:
-        initial_state = MLSTMState.empty(len(sequences) if packed else batch, heads, key_dim, value_dim, k.dtype, k.device)
-    C, n, m0 = (t.to(k.dtype) for t in initial_state)
-    initial = torch.cat((C, n[..., None]), dim=-1)
-    finals = [(initial[rows[s]], m0[rows[s]]) for s in sequences]
-    starts = {first_chunks[s]: s for s in sequences if first_chunks[s] < first_chunks[s + 1]}
-    ends = {first_chunks[s + 1] - 1: s for s in sequences if first_chunks[s] < first_chunks[s + 1]}
+        rows = len(first_chunks) - 1 if packed else batch
+        initial_state = MLSTMState.empty(rows, heads, key_dim, value_dim, k.dtype, k.device)
+    C, n, m = (t.to(k.dtype) for t in initial_state)
+    state = torch.cat((C, n[..., None]), dim=-1)
 
     # Each chunk's own writes to its end, stabilised by their largest log-weight own_m. A chunk
     # that writes nothing (every i = -inf: padding) has top = -inf; shifting by 0 instead keeps its
@@ -144,12 +139,17 @@ def _chunk_states(
     own = (k * torch.exp(written - shift[..., None])[..., None]).transpose(-1, -2) @ v
     own_m = decay + top
 
+    # Packed sequences are independent: their chunks are laid out as rows (sequence, chunk of it),
+    # so the serial scan below takes as many steps as the longest sequence has chunks, not as the
+    # whole row has.
+    layout = _SequenceRows(first_chunks, k.device) if packed else None
+    if layout is not None:
+        decay, own, own_m = layout.spread(decay, 0.0), layout.spread(own, 0.0), layout.spread(own_m, float("-inf"))
+
     entering, entering_m = [], []
     # unbind, not indexing per chunk: each index op's backward would write a zero tensor the size
     # of all chunks, O(N^2) memory traffic in all.
-    for index, (decay_c, own_c, own_m_c) in enumerate(zip(decay.unbind(-1), own.unbind(2), own_m.unbind(-1))):
-        if index in starts:
-            state, m = finals[starts[index]]
+    for decay_c, own_c, own_m_c in zip(decay.unbind(-1), own.unbind(2), own_m.unbind(-1)):
         entering.append(state)
         entering_m.append(m)
         m_new = torch.maximum(decay_c + m, own_m_c)
@@ -157,8 +157,32 @@ def _chunk_states(
         write = torch.exp(own_m_c - m_new)[..., None, None]
         state = keep * state + write * own_c
         m = m_new
-        if index in ends:
-            finals[ends[index]] = (state, m)
-    state, m = (torch.cat(parts) for parts in zip(*finals))
     final = MLSTMState(state[..., :value_dim], state[..., value_dim], m)
-    return torch.stack(entering, dim=2), torch.stack(entering_m, dim=-1), final
+    entering = torch.stack(entering, dim=2) if entering else state.new_zeros(*state.shape[:2], 0, *state.shape[2:])
+    entering_m = torch.stack(entering_m, dim=-1) if entering_m else m.new_zeros(*m.shape, 0)
+    if layout is not None:
+        entering, entering_m = layout.gather(entering), layout.gather(entering_m)
+    return entering, entering_m, final
+
+
+class _SequenceRows:
+    """The chunks of packed sequences (dim 2 of (1, H, N, ...)) as rows (S, H, W, ...), W the most
+    chunks of any sequence, the rest of a row filled with chunks that change nothing."""
+
+    def __init__(self, first_chunks: list[int], device: torch.device):
+        counts = [end - start for start, end in zip(first_chunks, first_chunks[1:])]
+        total, self.width = first_chunks[-1], max(counts, default=0)
+        slots = torch.full((len(counts), self.width), total, dtype=torch.long)  # total: the filler chunk
+        for row, (start, count) in enumerate(zip(first_chunks, counts)):
+            slots[row, :count] = torch.arange(start, start + count)
+        self.slots = slots.to(device)
+        self.places = (slots.flatten() < total).nonzero().squeeze(1).to(device)  # chunk order: rows are in order
+
+    def spread(self, t: torch.Tensor, fill: float) -> torch.Tensor:
+        """(1, H, N, ...) -> (S, H, W, ...)."""
+        t = torch.cat((t[0], t.new_full((t.shape[1], 1, *t.shape[3:]), fill)), dim=1)
+        return t[:, self.slots].movedim(1, 0)
+
+    def gather(self, t: torch.Tensor) -> torch.Tensor:
+        """(S, H, W, ...) -> (1, H, N, ...), the filler chunks dropped."""
+        return t.movedim(0, 1).flatten(1, 2).index_select(1, self.places)[None]
