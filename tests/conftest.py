@@ -1,7 +1,9 @@
-"""Hypothesis profiles: `ci` (default, quick) and `thorough` (HYPOTHESIS_PROFILE=thorough, local runs)."""
+"""Hypothesis profiles: `ci` (default, quick) and `thorough` (HYPOTHESIS_PROFILE=thorough, local runs,
+which also run the tests marked slow)."""
 
 import os
 
+import pytest
 import torch
 
 # Without a GPU the Triton kernels run through the interpreter; Triton reads this when a kernel is
@@ -13,4 +15,15 @@ from hypothesis import HealthCheck, settings
 
 settings.register_profile("ci", max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
+settings.load_profile(PROFILE)
+
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked slow run with the thorough profile only, so the CI profile stays quick."""
+    if PROFILE != "thorough":
+        skip = pytest.mark.skip(reason="slow: runs with HYPOTHESIS_PROFILE=thorough")
+        for item in items:
+            if "slow" in item.keywords:
+                item.add_marker(skip)
