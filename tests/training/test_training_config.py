@@ -8,7 +8,7 @@ from layerzoo.training.config import TrainingConfig
 def test_the_training_section_is_validated_and_defaults_filled(tiny_spec):
     config = load_spec(tiny_spec).training
     assert isinstance(config, TrainingConfig)
-    assert config.task.options == {"num_pairs": 4, "vocab_size": None}
+    assert config.task.options == {"num_pairs": 4, "vocab_size": None, "pack": False}
     assert config.window.short == 4 and config.window.anneal_fraction == 0.1
     assert config.eval.lengths == (32, 64) and config.optimizer.grad_clip == 1.0
 
