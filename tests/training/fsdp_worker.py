@@ -8,7 +8,9 @@ OUT/report.json for the tests to read; the training runs leave their run folders
 
 from __future__ import annotations
 
+import faulthandler
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -115,6 +117,7 @@ def train_runs(out: Path, spec: Path, armt: Path) -> None:
 
 
 def main(out: Path, spec_path: Path, armt_path: Path) -> None:
+    faulthandler.enable()  # a crash inside torch prints every thread's Python stack
     context = setup()
     spec, armt = layerzoo.load_spec(spec_path), layerzoo.load_spec(armt_path)
     report = {"build": {"mixed": build_differences(layerzoo.load_spec(MIXED)), "armt": build_differences(armt)},
@@ -125,6 +128,11 @@ def main(out: Path, spec_path: Path, armt_path: Path) -> None:
     if context.is_main:
         (out / "report.json").write_text(json.dumps(report, indent=1))
     dist.destroy_process_group()
+    # Everything is checked and written. Interpreter shutdown with gloo's worker threads still
+    # alive can abort the process ("terminate called without an active exception"), so skip it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
