@@ -24,6 +24,7 @@ from .chunkwise import first_reachable_key, sliding_window_attention_chunkwise
 from .packed import sliding_window_attention_packed
 from .triton.config import TRITON_DTYPES
 from .reference import packed_positions, packed_window_mask, sliding_window_attention_reference, sliding_window_mask
+from .sinks import with_sink_key
 
 __all__ = [
     "BACKENDS",
@@ -35,50 +36,48 @@ __all__ = [
 
 # Every backend: (q, k, v, window, scale) -> out, with validated inputs, B, Tq >= 1, window None
 # or < Tk. Those in PACKED also take bounds= (the offsets of the queries and of the keys of packed
-# sequences, B = 1).
+# sequences, B = 1); those in SINKS take sinks= ((H,) logits joining every softmax denominator).
 Backend = Callable[..., torch.Tensor]
 
 
-def _sdpa(q, k, v, window, scale, *, bounds=None):
+def _sdpa(q, k, v, window, scale, *, bounds=None, sinks=None):
     """torch SDPA with a dense (Tq, Tk) boolean mask, or its causal kernel when there is no window.
 
     is_causal=True is top-left aligned, so it serves only Tq == Tk; unwindowed Tq < Tk (chunked
     prefill, decode) gets the explicit mask, which works with enable_gqa on every device. Packed
-    sequences get the dense block-diagonal mask.
+    sequences get the dense block-diagonal mask. Sinks take one more key (sinks.py), so no fused
+    causal kernel then.
     """
     if window is not None and bounds is None:
         # Decode-sized calls stay O(window) whatever the cache length.
         first = first_reachable_key(q.shape[1], k.shape[1], window)
         k, v = k[:, first:], v[:, first:]
     q_len, k_len = q.shape[1], k.shape[1]
-    causal = window is None and q_len == k_len and bounds is None
+    causal = window is None and q_len == k_len and bounds is None and sinks is None
     if causal:
         mask = None
     elif bounds is None:
         mask = sliding_window_mask(q_len, k_len, window, device=q.device)
     else:
         mask = packed_window_mask(*bounds, window, device=q.device)
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    if sinks is not None:
+        q, k, v, mask = with_sink_key(q, k, v, mask, sinks, scale)
     out = F.scaled_dot_product_attention(
-        q.transpose(1, 2),
-        k.transpose(1, 2),
-        v.transpose(1, 2),
-        attn_mask=mask,
-        is_causal=causal,
-        scale=scale,
-        enable_gqa=q.shape[2] != k.shape[2],
+        q, k, v, attn_mask=mask, is_causal=causal, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
     )
     return out.transpose(1, 2)
 
 
-def _chunkwise(q, k, v, window, scale, *, bounds=None):
+def _chunkwise(q, k, v, window, scale, *, bounds=None, sinks=None):
     """chunkwise.py, with the sequence of each token in the mask when every packed sequence has a
     key per query (training: no padding, no gathering), else packed.py."""
     if bounds is not None and bounds[0] != bounds[1]:
-        return sliding_window_attention_packed(q, k, v, window, scale, *bounds)
+        return sliding_window_attention_packed(q, k, v, window, scale, *bounds, sinks)
     sequences = None if bounds is None else packed_positions(*bounds, q.device)[1]
     # Without a window every key is in reach and chunking saves nothing: O(Tq * Tk) like dense.
     window = k.shape[1] if window is None else window
-    return sliding_window_attention_chunkwise(q, k, v, window, scale, sequences)
+    return sliding_window_attention_chunkwise(q, k, v, window, scale, sequences, sinks)
 
 
 @functools.cache
@@ -153,6 +152,7 @@ BACKENDS: dict[str, Backend] = {
     "triton": _triton,
 }
 PACKED = ("reference", "chunkwise", "sdpa", "flex")
+SINKS = ("reference", "chunkwise", "sdpa")
 
 # flex_attention compiles per shape and needs a block mask per (Tq, Tk), which streaming decode
 # (Tq = 1, Tk growing) would pay every step; SDPA on the trimmed keys is O(window) there anyway.
@@ -171,13 +171,13 @@ def _check_window(window: int | None) -> None:
         )
 
 
-def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: object, cu_seqlens_k: object
-                  ) -> tuple[list[int], list[int]] | None:
+def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: object, cu_seqlens_k: object,
+                  sinks: object) -> tuple[list[int], list[int]] | None:
     """One-line ValueErrors for inputs that do not fit; the offsets of the queries and keys of
     packed sequences (or None)."""
     op = "sliding_window_attention"
     sizes = check_tensors(op, {
-        "q": (q, "B Tq H D"), "k": (k, "B Tk Hkv D"), "v": (v, "B Tk Hkv D"),
+        "q": (q, "B Tq H D"), "k": (k, "B Tk Hkv D"), "v": (v, "B Tk Hkv D"), "sinks": (sinks, "H"),
     }, same_dtype=("q", "k", "v"))
     heads, kv_heads, q_len, k_len = sizes["H"], sizes["Hkv"], sizes["Tq"], sizes["Tk"]
     if kv_heads == 0 or heads % kv_heads:
@@ -206,10 +206,11 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens:
 
 
 def choose_swa_backend(
-    q: torch.Tensor, k: torch.Tensor, window: int | None, backend: str = "auto", packed: bool = False
+    q: torch.Tensor, k: torch.Tensor, window: int | None, backend: str = "auto", packed: bool = False,
+    sinks: bool = False,
 ) -> str:
     """The backend `sliding_window_attention(q, k, v, window, backend=backend)` runs; packed: with
-    cu_seqlens.
+    cu_seqlens; sinks: with attention sinks.
 
     "auto" picks: "sdpa" (fused causal kernel) when the window covers all Tk keys; otherwise, on
     CUDA with at least FLEX_MIN_QUERIES queries, "triton" (or "flex" when triton is missing or
@@ -218,10 +219,14 @@ def choose_swa_backend(
     Packed sequences never get "sdpa" (its dense mask over all of them is O(Tq * Tk) where each
     query needs at most its own sequence's keys): "triton" or "flex" as above on CUDA, whatever
     the window, and "chunkwise" for fewer queries (a decode step of many streams) and off CUDA.
+    Sinks are in the backends of SINKS: on CUDA "chunkwise" takes the place of "triton" and "flex".
     Raises ValueError for an unknown name or a backend the device or dtype cannot run.
     """
     _check_window(window)
-    name = choose_backend("sliding-window attention backend", backend, BACKENDS, _fast_backend(q, k, window, packed))
+    name = choose_backend("sliding-window attention backend", backend, BACKENDS,
+                          _fast_backend(q, k, window, packed, sinks))
+    if sinks and name not in SINKS:
+        raise ValueError(f"the {name!r} backend has no attention sinks; use one of {', '.join(SINKS)}")
     if name == "flex" and not q.is_cuda:
         raise ValueError(
             f"the 'flex' backend needs CUDA tensors, got {q.device}; use 'chunkwise' off CUDA"
@@ -231,11 +236,11 @@ def choose_swa_backend(
     return name
 
 
-def _fast_backend(q: torch.Tensor, k: torch.Tensor, window: int | None, packed: bool) -> str:
+def _fast_backend(q: torch.Tensor, k: torch.Tensor, window: int | None, packed: bool, sinks: bool) -> str:
     """What "auto" runs; see choose_swa_backend."""
     if (window is None or window >= k.shape[1]) and not packed:
         return "sdpa"
-    if q.is_cuda and q.shape[1] >= FLEX_MIN_QUERIES:
+    if q.is_cuda and q.shape[1] >= FLEX_MIN_QUERIES and not sinks:
         return "triton" if triton_can_run(q) and q.dtype in TRITON_DTYPES else "flex"
     return "sdpa" if q.is_cuda and not packed else "chunkwise"
 
@@ -250,6 +255,7 @@ def sliding_window_attention(
     backend: str = "auto",
     cu_seqlens: torch.Tensor | None = None,
     cu_seqlens_k: torch.Tensor | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal attention over the last `window` keys (itself included), queries end-aligned.
 
@@ -265,15 +271,20 @@ def sliding_window_attention(
     queries aligned to the end of its own keys (at least as many as its queries), nothing across
     sequences. A decode step of N streams is N queries of one token, each after its own cache.
 
+    sinks: None, or (H,) logits, one per query head, that join every softmax denominator of their
+    head (GPT-OSS's attention sinks): query i weighs key s by exp(score) / (exp(sinks[h]) + sum of
+    exp(score) over its visible keys), so a head can give a query little or no attention at all.
+    Differentiable in sinks; backends in SINKS.
+
     Returns (B, Tq, H, D) in q's dtype; bf16/fp16 softmax accumulates in fp32. Any B, Tq >= 0.
     Differentiable in q, k and v on every backend. `backend` is "auto" (see choose_swa_backend)
     or a key of BACKENDS.
     """
-    bounds = _check_inputs(q, k, v, cu_seqlens, cu_seqlens_k)
-    name = choose_swa_backend(q, k, window, backend, packed=bounds is not None)
+    bounds = _check_inputs(q, k, v, cu_seqlens, cu_seqlens_k, sinks)
+    name = choose_swa_backend(q, k, window, backend, packed=bounds is not None, sinks=sinks is not None)
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     if bounds is None or name in PACKED:
-        return _attend(name, q, k, v, window, scale, bounds)
+        return _attend(name, q, k, v, window, scale, bounds, sinks)
 
     def one_sequence(inputs, _):
         return _attend(name, *inputs, window, scale), []
@@ -281,10 +292,11 @@ def sliding_window_attention(
     return per_sequence(one_sequence, [(q, bounds[0]), (k, bounds[1]), (v, bounds[1])])[0]
 
 
-def _attend(name, q, k, v, window, scale, bounds=None) -> torch.Tensor:
+def _attend(name, q, k, v, window, scale, bounds=None, sinks=None) -> torch.Tensor:
     """Backend `name` on validated inputs: a window covering every key is none; no queries, no work."""
     if window is not None and window >= k.shape[1]:
         window = None
     if not has_tokens(q):
         return empty_output(q, v.shape[-1])
-    return BACKENDS[name](q, k, v, window, scale, **({} if bounds is None else {"bounds": bounds}))
+    options = {key: value for key, value in (("bounds", bounds), ("sinks", sinks)) if value is not None}
+    return BACKENDS[name](q, k, v, window, scale, **options)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .sinks import with_sink_key
+
 # Chunk sizes measured on the fused CPU SDPA kernel (fp32, 2 threads, D=64): about 64 query rows
 # per chunk is fastest, chunks under 16 rows drown in per-chunk overhead, and a chunk as wide as a
 # small window wastes less on out-of-window scores than a 64-row one.
@@ -36,13 +38,14 @@ def first_reachable_key(q_len: int, k_len: int, window: int) -> int:
 
 def sliding_window_attention_chunkwise(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, scale: float,
-    sequences: torch.Tensor | None = None,
+    sequences: torch.Tensor | None = None, sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Sliding-window attention, queries aligned to the end of the keys.
 
     q: (B, Tq, H, D); k, v: (B, Tk, Hkv, D), H % Hkv == 0, Tk >= Tq, 1 <= window.
     sequences: None, or for packed sequences with Tq == Tk (B = 1) the sequence of each token
     (Tk,) int64: a query then sees only its own sequence's keys.
+    sinks: None, or (H,) logits joining every softmax denominator of their head (sinks.py).
     Returns (B, Tq, H, D) in q's dtype. Softmax accumulates in fp32 inside SDPA.
     """
     batch, q_len, heads, dim = q.shape
@@ -86,6 +89,8 @@ def sliding_window_attention_chunkwise(
         visible = visible & (ids.unfold(0, span, c)[:, None, :] == ids[m * c:].view(n_chunks, c)[:, :, None])
     mask = band & (visible | (lag == 0))
     mask = mask.expand(batch, n_chunks, c, span).reshape(batch * n_chunks, 1, c, span)
+    if sinks is not None:
+        qb, kb, vb, mask = with_sink_key(qb, kb, vb, mask, sinks, scale)
 
     out = F.scaled_dot_product_attention(
         qb, kb, vb, attn_mask=mask, scale=scale, enable_gqa=heads != kv_heads

@@ -20,18 +20,20 @@ import torch.nn.functional as F
 
 from ..chunk_grid import ChunkGrid
 from .chunkwise import chunk_size
+from .sinks import with_sink_key
 
 
 def sliding_window_attention_packed(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None, scale: float,
-    bounds_q: list[int], bounds_k: list[int],
+    bounds_q: list[int], bounds_k: list[int], sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Sliding-window attention within each packed sequence, its queries aligned to the end of
     its keys.
 
     q: (1, Tq, H, D); k, v: (1, Tk, Hkv, D), H % Hkv == 0; bounds_q, bounds_k: the offsets of each
     sequence's queries and keys (no sequence with more queries than keys); window None (all of a
-    sequence's keys) or >= 1. Returns (1, Tq, H, D) in q's dtype; softmax accumulates in fp32
+    sequence's keys) or >= 1; sinks None or (H,) logits joining every softmax denominator of their
+    head (sinks.py). Returns (1, Tq, H, D) in q's dtype; softmax accumulates in fp32
     inside SDPA. Inputs are not validated here.
     """
     heads, dim, kv_heads, key_len = q.shape[2], q.shape[3], k.shape[2], k.shape[1]
@@ -70,8 +72,8 @@ def sliding_window_attention_packed(
     def gathered(t: torch.Tensor) -> torch.Tensor:
         return t.index_select(1, key_index).view(grid.n_chunks, span, kv_heads, dim).transpose(1, 2)
 
-    out = F.scaled_dot_product_attention(
-        qb, gathered(k), gathered(v), attn_mask=mask[:, None].to(q.device), scale=scale,
-        enable_gqa=heads != kv_heads,
-    )
+    kb, vb, mask = gathered(k), gathered(v), mask[:, None].to(q.device)
+    if sinks is not None:
+        qb, kb, vb, mask = with_sink_key(qb, kb, vb, mask, sinks, scale)
+    out = F.scaled_dot_product_attention(qb, kb, vb, attn_mask=mask, scale=scale, enable_gqa=heads != kv_heads)
     return grid.gather(out.transpose(1, 2).reshape(1, grid.n_chunks * c, heads, dim))

@@ -63,12 +63,14 @@ def sliding_window_attention_reference(
     scale: float | None = None,
     *,
     bounds: tuple[list[int], list[int]] | None = None,
+    sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Sliding-window attention by materialising every score; O(Tq * Tk) time and memory.
 
     q: (B, Tq, H, D); k, v: (B, Tk, Hkv, D) with H % Hkv == 0 and Tk >= Tq; any float dtype.
     bounds: None, or packed sequences (B = 1): the offsets of their queries and of their keys
-    (packed_window_mask). Returns (B, Tq, H, D) in q's dtype. Arithmetic runs in fp32 (fp64
+    (packed_window_mask). sinks: None, or (H,) logits that join every softmax denominator of
+    their head (a column of the scores that no value follows). Returns (B, Tq, H, D) in q's dtype. Arithmetic runs in fp32 (fp64
     stays fp64), so this is the accuracy yardstick for low-precision inputs. Inputs are not
     validated here.
     """
@@ -85,5 +87,10 @@ def sliding_window_attention_reference(
     else:
         mask = packed_window_mask(*bounds, window, device=q.device)
     scores = scores.masked_fill(~mask, float("-inf"))
-    out = torch.einsum("bhqk,bkhd->bqhd", scores.softmax(dim=-1), vf)
+    if sinks is None:
+        weights = scores.softmax(dim=-1)
+    else:
+        sink_column = sinks.to(dtype).view(1, heads, 1, 1).expand(*scores.shape[:3], 1)
+        weights = torch.cat((scores, sink_column), dim=-1).softmax(dim=-1)[..., :-1]
+    out = torch.einsum("bhqk,bkhd->bqhd", weights, vf)
     return out.to(q.dtype)
