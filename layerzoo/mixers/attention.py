@@ -1,4 +1,5 @@
-"""Causal multi-head attention, full or sliding-window, with grouped KV heads, RoPE and qk-norm."""
+"""Causal multi-head attention, full or sliding-window, with grouped KV heads, RoPE, qk-norm and
+optionally an output gate (Qwen3-Next) and attention sinks (GPT-OSS)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ..blocks.packing import (
 from ..blocks.rotary import Rotary
 from ..errors import OptionError
 from ..kernels import sliding_window_attention
-from ..kernels.sliding_window import BACKENDS as ATTENTION_BACKENDS
+from ..kernels.sliding_window import BACKENDS as ATTENTION_BACKENDS, SINKS as SINK_BACKENDS
 from ..registry import register_mixer
 from .base import Mixer, check_backend
 
@@ -44,13 +45,18 @@ class CausalAttention(Mixer):
     with grouped KV heads, RoPE and optional qk-norm: the body of the two registered forms,
     `attention` and `swa`, which choose the options they expose and check them.
 
+    output_gate: the attention output is multiplied elementwise by sigmoid(gate_proj(x)) before the
+    output projection, so a head can switch itself off per token (Qwen3-Next's gated attention).
+    sinks: a learned logit per head (`sink_logits`, zero at init) joins every softmax denominator,
+    so a query can give its keys less than all of its attention (GPT-OSS).
+
     Shapes: x (B, T, d_model) -> (B, T, d_model); head_dim = d_model // n_heads.
     """
 
     packs_sequences = True
 
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None, window: int | None,
-                 rope_theta: float, qk_norm: bool, backend: str):
+                 rope_theta: float, qk_norm: bool, backend: str, output_gate: bool = False, sinks: bool = False):
         super().__init__(d_model)
         self.n_heads = n_heads
         self.n_kv_heads = n_kv_heads or n_heads
@@ -64,6 +70,15 @@ class CausalAttention(Mixer):
         self.rotary = Rotary(self.head_dim, rope_theta)
         self.q_norm = RMSNorm(self.head_dim) if qk_norm else None
         self.k_norm = RMSNorm(self.head_dim) if qk_norm else None
+        self.gate_proj = nn.Linear(d_model, d_model, bias=False) if output_gate else None
+        self.sink_logits = nn.Parameter(torch.empty(n_heads)) if sinks else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Sinks start at logit 0, below the scores a query usually has, so they take little at first."""
+        if self.sink_logits is not None:
+            with torch.no_grad():
+                self.sink_logits.zero_()
 
     def mix(self, x: torch.Tensor, state: KVCache | None, cu_seqlens: torch.Tensor | None):
         if cu_seqlens is None and (state is None or state.lengths is None):
@@ -94,9 +109,8 @@ class CausalAttention(Mixer):
         if state is not None and state.k.shape[1]:
             k = torch.cat((state.k.to(k.dtype), k), dim=1)
             v = torch.cat((state.v.to(v.dtype), v), dim=1)
-        y = sliding_window_attention(q, k, v, self.window, backend=self.backend)
-        y = self.out_proj(y.reshape(batch, length, self.d_model))
-        return y, KVCache(*self._kept(k, v), None, start + length)
+        y = sliding_window_attention(q, k, v, self.window, backend=self.backend, sinks=self.sink_logits)
+        return self._output(x, y), KVCache(*self._kept(k, v), None, start + length)
 
     def _mix_packed(self, x: torch.Tensor, state: KVCache | None, cu_seqlens: torch.Tensor):
         """x (1, total, d_model) packing N sequences, each continuing its stream of the state."""
@@ -113,11 +127,18 @@ class CausalAttention(Mixer):
             v = concat_sequences(last_of_rows(state.v.to(v.dtype), cached), cached, v, new)
         seen = cached + new
         y = sliding_window_attention(q, k[None], v[None], self.window, backend=self.backend,
-                                     cu_seqlens=cu_seqlens, cu_seqlens_k=offsets_of(seen))
+                                     cu_seqlens=cu_seqlens, cu_seqlens_k=offsets_of(seen), sinks=self.sink_logits)
         keep = seen if self.window is None else seen.clamp(max=self.window - 1)
         lengths = keep if len(keep) and bool((keep != keep.max()).any()) else None
         cache = KVCache(right_aligned(k, seen, keep), right_aligned(v, seen, keep), lengths, start + new)
-        return self.out_proj(y.reshape(1, x.shape[1], self.d_model)), cache
+        return self._output(x, y), cache
+
+    def _output(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The layer's output (B, T, d_model) from its input x and the heads' outputs y (B, T, n_heads, head_dim)."""
+        y = y.reshape(x.shape)
+        if self.gate_proj is not None:
+            y = y * torch.sigmoid(self.gate_proj(x))
+        return self.out_proj(y)
 
     def _kept(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The keys/values (B, L, ...) the next call can still attend to."""
@@ -139,7 +160,7 @@ class CausalAttention(Mixer):
 
 @register_mixer("attention", test_options={"n_heads": 4, "n_kv_heads": 2})
 class Attention(CausalAttention):
-    """Full causal multi-head attention with grouped KV heads, RoPE and optional qk-norm.
+    """Full causal multi-head attention with grouped KV heads, RoPE, optional qk-norm, gate, sinks.
 
     Shapes: x (B, T, d_model) -> (B, T, d_model); head_dim = d_model // n_heads. The streaming
     state is a KVCache of every token seen.
@@ -152,15 +173,17 @@ class Attention(CausalAttention):
         n_kv_heads: int | None = None,
         rope_theta: float = 10000.0,
         qk_norm: bool = False,
+        output_gate: bool = False,
+        sinks: bool = False,
         backend: str = "auto",
     ):
         self.check_options(d_model, n_heads=n_heads, n_kv_heads=n_kv_heads, rope_theta=rope_theta, qk_norm=qk_norm,
-                           backend=backend)
-        super().__init__(d_model, n_heads, n_kv_heads, None, rope_theta, qk_norm, backend)
+                           output_gate=output_gate, sinks=sinks, backend=backend)
+        super().__init__(d_model, n_heads, n_kv_heads, None, rope_theta, qk_norm, backend, output_gate, sinks)
 
     @classmethod
     def check_options(cls, d_model: int, *, n_heads: int, n_kv_heads: int | None, rope_theta: float,
-                      qk_norm: bool, backend: str) -> None:
+                      qk_norm: bool, output_gate: bool, sinks: bool, backend: str) -> None:
         if n_heads < 1:
             raise OptionError("n_heads", f"n_heads must be >= 1, got {n_heads}")
         if d_model % n_heads:
@@ -172,9 +195,12 @@ class Attention(CausalAttention):
         if rope_theta <= 0:
             raise OptionError("rope_theta", f"rope_theta must be positive, got {rope_theta}")
         check_backend("attention", backend, ATTENTION_BACKENDS)
+        if sinks and backend not in ("auto", *SINK_BACKENDS):
+            raise OptionError("sinks", f"the {backend!r} backend has no attention sinks; use auto, {', '.join(SINK_BACKENDS)}")
 
 
-@register_mixer("swa", test_options={"n_heads": 4, "n_kv_heads": 2, "window": 5})
+# The registry-wide checks run swa with the output gate and sinks, attention without them.
+@register_mixer("swa", test_options={"n_heads": 4, "n_kv_heads": 2, "window": 5, "output_gate": True, "sinks": True})
 class SlidingWindowAttention(CausalAttention):
     """Sliding-window causal attention: token t attends to tokens t-window+1 .. t.
 
@@ -192,11 +218,13 @@ class SlidingWindowAttention(CausalAttention):
         window: int = 128,
         rope_theta: float = 10000.0,
         qk_norm: bool = False,
+        output_gate: bool = False,
+        sinks: bool = False,
         backend: str = "auto",
     ):
         self.check_options(d_model, n_heads=n_heads, n_kv_heads=n_kv_heads, window=window, rope_theta=rope_theta,
-                           qk_norm=qk_norm, backend=backend)
-        super().__init__(d_model, n_heads, n_kv_heads, window, rope_theta, qk_norm, backend)
+                           qk_norm=qk_norm, output_gate=output_gate, sinks=sinks, backend=backend)
+        super().__init__(d_model, n_heads, n_kv_heads, window, rope_theta, qk_norm, backend, output_gate, sinks)
 
     @classmethod
     def check_options(cls, d_model: int, *, window: int, **options) -> None:
