@@ -134,6 +134,8 @@ def add_training_commands(commands) -> None:
     used.add_argument("--overwrite", action="store_true",
                       help="replace the run folder's run (its spec, metrics, checkpoints and reports; other files stay)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument("--compile", action="store_true",
+                       help="torch.compile the model (training.compile: true): faster steps after a one-time compile")
     evaluate = commands.add_parser("eval", help="length x depth accuracy of a checkpoint: table, JSON and heatmap PNG")
     evaluate.add_argument("checkpoint", help="a checkpoint folder, or a run folder (its latest checkpoint)")
     evaluate.add_argument("--lengths", type=int, nargs="+", help="context lengths (default: the spec's training.eval.lengths)")
@@ -148,7 +150,8 @@ def train(args: argparse.Namespace) -> int:
     from .training.report import grid_report
     from .training.trainer import autocast_context, train as run
 
-    result = run(args.spec, args.overrides, run_dir=args.out, resume=args.resume, overwrite=args.overwrite,
+    overrides = [*args.overrides, *(["training.compile=true"] if args.compile else [])]
+    result = run(args.spec, overrides, run_dir=args.out, resume=args.resume, overwrite=args.overwrite,
                  progress=not args.no_progress)
     try:
         autocast = autocast_context(result.spec.training, result.context)

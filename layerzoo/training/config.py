@@ -119,6 +119,7 @@ class TrainingConfig(Section):
     grad_accum: int = option(1, min=1)
     seed: int = option(0, min=0)
     precision: Literal["auto", "fp32", "bf16"] = "auto"
+    compile: bool = False  # torch.compile the model for training and evaluation (a one-time cost per shape)
     optimizer: OptimizerConfig = option(factory=OptimizerConfig)
     window: WindowConfig = option(factory=WindowConfig)
     curriculum: CurriculumConfig | None = None
@@ -136,6 +137,8 @@ class TrainingConfig(Section):
         if self.mixed_precision is not None and self.parallel != "fsdp":
             raise OptionError("mixed_precision", f"needs parallel: fsdp (DDP keeps fp32 weights; precision: "
                                                  f"{self.mixed_precision} autocasts instead)")
+        if self.compile and self.parallel == "fsdp":
+            raise OptionError("compile", "does not combine with parallel: fsdp yet; train FSDP uncompiled or use ddp")
         if self.mixed_precision is not None and self.precision != "auto":
             raise OptionError("precision", f"{self.precision} does not combine with mixed_precision: {self.mixed_precision}; "
                                            "leave precision at auto (FSDP's mixed precision replaces autocast)")
@@ -145,9 +148,10 @@ class TrainingConfig(Section):
 
 
 # The keys a resumed run may change: how often it logs, evaluates and checkpoints, where its folder
-# is, and how the global batch is split over micro-batches or sharded (rounding only). The rest
-# decides what is trained, and a resume with a different value is refused.
-RESUME_MAY_CHANGE = ("log_every", "checkpoint_every", "keep_checkpoints", "out_dir", "eval", "grad_accum", "parallel")
+# is, and how the global batch is split over micro-batches or sharded, or compiled (rounding only).
+# The rest decides what is trained, and a resume with a different value is refused.
+RESUME_MAY_CHANGE = ("log_every", "checkpoint_every", "keep_checkpoints", "out_dir", "eval", "grad_accum", "parallel",
+                     "compile")
 
 
 def read_training(section: Any, locations: Locations, model: ModelConfig | None) -> TrainingConfig:

@@ -81,6 +81,10 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
         if checkpoint is None:
             raise TrainingError(f"{run_dir}: no checkpoint to resume from; start over with --overwrite")
         load_weights(checkpoint, model)
+    if config.compile:
+        # In place: the module, its parameters and its state_dict keys stay what they were, so
+        # checkpoints, DDP and FSDP see the same model; only its calls run compiled.
+        model.compile()
     if context.is_main:
         start_run_folder(run_dir, spec, overwrite)
     wrapped = distributed.wrap(model, context, config.parallel)
