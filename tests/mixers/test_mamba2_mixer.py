@@ -17,9 +17,11 @@ from hypothesis import strategies as st
 from layerzoo import get_mixer
 from layerzoo.errors import OptionError
 from layerzoo.mixers import Mamba2
-from layerzoo.testing import assert_close, check_mixer, mixer_inputs, prefill_then_decode, run_in_pieces
+from layerzoo.testing import assert_close, check_mixer, mixer_inputs
 from layerzoo.training.config import TrainingConfig
 from layerzoo.training.trainer import make_optimizer
+
+from streams import check_prefill_then_decode
 
 
 @st.composite
@@ -67,13 +69,7 @@ def test_the_mixer_is_mamba2s_recurrence(n_groups):
 
 @given(mixer=small_mixer(), x=mixer_inputs(16, max_length=40), data=st.data())
 def test_chunked_prefill_then_token_by_token_decode_equals_full_forward(mixer, x, data):
-    length = x.shape[1]
-    prefill = data.draw(st.integers(0, length))
-    piece = data.draw(st.integers(1, max(prefill, 1)))
-    with torch.no_grad():
-        full = mixer(x)
-        streamed, _ = run_in_pieces(mixer, x, prefill_then_decode(length, prefill, piece))
-    assert_close(streamed, full, what=f"prefill {prefill} in pieces of {piece}, then decode", scale=10)
+    check_prefill_then_decode(mixer, x, data)
 
 
 def test_state_layout_and_dtypes():
