@@ -15,7 +15,7 @@ from layerzoo.kernels import MLSTMState
 from layerzoo import get_mixer
 from layerzoo.errors import OptionError
 from layerzoo.mixers import MLSTM
-from layerzoo.testing import assert_close, check_mixer, mixer_inputs, run_in_pieces
+from layerzoo.testing import assert_close, check_mixer, mixer_inputs
 
 from streams import check_prefill_then_decode
 
