@@ -20,7 +20,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from layerzoo.kernels import choose_kda_backend, choose_ssd_backend, kda, kda_reference, ssd, ssd_reference
-from layerzoo.kernels.kda import chunkwise as kda_chunkwise_module
 from layerzoo.kernels.kda.fla import kda_fla
 from layerzoo.kernels.ssd.fla import ssd_fla
 from layerzoo.testing import assert_close
@@ -146,11 +145,10 @@ def test_extreme_gates_stay_finite_and_agree(op, g_regime):
 
 @pytest.mark.parametrize("op", OPS, ids=str)
 @pytest.mark.parametrize("g_regime", ["typical", "mixed"])
-def test_gradcheck_chunkwise_in_fp64(op, g_regime, monkeypatch):
+def test_gradcheck_chunkwise_in_fp64(op, g_regime):
     """Autograd through the chunkwise kernel against finite differences: every input and the
     initial state, through the output and the final state, over three chunks of 4 (the last one
-    padded); KDA's decayed scores in blocks of 2, so that rows meet earlier blocks too."""
-    monkeypatch.setattr(kda_chunkwise_module, "BLOCK", 2)
+    padded; KDA's decayed scores halve each chunk twice)."""
     inputs = make_inputs(op, (1, 10, 1), 3, 2, torch.Generator().manual_seed(0), g_regime)
     inputs["g"] = inputs["g"].clamp(min=-20)
     names = list(inputs)

@@ -12,27 +12,20 @@ Per chunk of C tokens and head, with gc (C, K) the in-chunk cumulative log decay
     v_new = u - w S;  S <- diag(exp(gc_last)) S + (k exp(gc_last - gc))^T v_new
     o = scale ((q exp(gc)) S + P(q) v_new)
 
-P is built in blocks of BLOCK tokens, every factor an exp of a span <= 0 so that nothing
-overflows however strong the decay: a block of rows i against the earlier columns j factors
-through the log decay r at the block's first row, x_i exp(gc_i - r) . k_j exp(r - gc_j), one
-matmul; the block against itself takes the exact (BLOCK, BLOCK, K) decays. The gated delta
-rule's compiled kernel stays its own: per-channel decays would cost it the matmul-and-mask form
-that makes it fast.
+P is built by halving the chunk (decayed_scores): every factor is an exp of a span <= 0, so
+nothing overflows however strong the decay, and nearly all the work is batched matmuls. The gated
+delta rule's compiled kernel stays its own: per-channel decays would cost it the matmul-and-mask
+form that makes it fast.
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
+import torch.nn.functional as F
 
 from ..chunk_layout import from_chunks, to_chunks
-from ..chunk_parts import above_diagonal, unit_lower_inverse
+from ..chunk_parts import unit_lower_inverse
 from ..common import compute_dtype
-
-# Tokens per block of P: the exact decays cost C * BLOCK * K per chunk, the factored blocks a
-# matmul each; 16 is fastest at C = 64 (benchmarks/ssd_kda.py).
-BLOCK = 16
 
 
 def kda_chunkwise(
@@ -59,7 +52,7 @@ def kda_chunkwise(
     cumulative = g.double().cumsum(-2)
     from_start = cumulative.exp().to(dtype)
     to_end = (cumulative[..., -1:, :] - cumulative).exp().to(dtype)
-    scores_k, scores_q = (decayed_scores(x, k, cumulative) for x in (k, q))
+    scores_k, scores_q = decayed_scores((k, q), k, cumulative)
     beta = beta[..., None]
     inverse = unit_lower_inverse(scores_k * beta)  # reads the strict lower triangle only
     w = torch.matmul(inverse, k * beta * from_start)
@@ -78,25 +71,35 @@ def kda_chunkwise(
     return from_chunks(out * scale, batch, heads, length).to(out_dtype), state.view(batch, heads, key_dim, value_dim)
 
 
-def decayed_scores(x: torch.Tensor, k: torch.Tensor, cumulative: torch.Tensor) -> torch.Tensor:
-    """P(x) (N, BH, C, C): sum_d x_id k_jd exp(gc_id - gc_jd) for j <= i, 0 above the diagonal.
+def decayed_scores(xs: tuple[torch.Tensor, ...], k: torch.Tensor, cumulative: torch.Tensor) -> list[torch.Tensor]:
+    """P(x) (N, BH, C, C) for each x of xs: sum_d x_id k_jd exp(gc_id - gc_jd) for j <= i, 0 above
+    the diagonal; the key factors are computed once for all of them.
 
-    x, k: (N, BH, C, K); cumulative: gc (N, BH, C, K) in fp64. Rows go in blocks (see BLOCK):
-    against the earlier columns through the block's first row's decay, against themselves exactly.
+    xs, k: (N, BH, C, K); cumulative: gc (N, BH, C, K) in fp64. The lower triangle is halved
+    recursively, all blocks of a level at once: rows [m, e) against columns [s, m) of a block
+    [s, e) factor through the decay at m, the first row of the lower half, as
+    (x_i exp(gc_i - gc_m)) . (k_j exp(gc_m - gc_j)): both exponents are <= 0 (g <= 0), so nothing
+    overflows however strong the decay. The diagonal is x_i . k_i (no decay). C is padded to a
+    power of two with steps that neither decay (g = 0) nor score (k = 0).
     """
-    chunk, dtype = x.shape[-2], x.dtype
-    block = chunk if chunk <= BLOCK else math.gcd(chunk, BLOCK)
-    rows = []
-    for start in range(0, chunk, block):
-        end = start + block
-        here, reference = cumulative[..., start:end, :], cumulative[..., start:start + 1, :]
-        x_here = x[..., start:end, :]
-        earlier = torch.matmul(x_here * (here - reference).to(dtype).exp(),
-                               (k[..., :start, :] * (reference - cumulative[..., :start, :]).to(dtype).exp()).mT)
-        # spans gc_i - gc_j over the block, (block, block, K); above the diagonal exp(-inf) = 0
-        span = (here[..., :, None, :] - here[..., None, :, :]).to(dtype)
-        decay = span.masked_fill(above_diagonal(block, x.device)[..., None], float("-inf")).exp()
-        inside = (x_here[..., :, None, :] * decay * k[..., None, start:end, :]).sum(-1)
-        later = x.new_zeros(*x.shape[:-2], block, chunk - end)
-        rows.append(torch.cat((earlier, inside, later), dim=-1))
-    return torch.cat(rows, dim=-2)
+    *lead, chunk, key_dim = k.shape
+    size = 1 << (chunk - 1).bit_length()
+    if size > chunk:  # the padding rows and columns score 0 and are cut off at the end
+        xs, k = [F.pad(t, (0, 0, 0, size - chunk)) for t in xs], F.pad(k, (0, 0, 0, size - chunk))
+        cumulative = torch.cat((cumulative, cumulative[..., -1:, :].expand(*lead, size - chunk, key_dim)), dim=-2)
+    scores = [torch.diag_embed((x * k).sum(-1)) for x in xs]
+    half = size // 2
+    while half:
+        pairs = size // (2 * half)  # blocks [s, e) of 2 * half rows, halves [s, m) and [m, e)
+        split = cumulative.view(*lead, pairs, 2, half, key_dim)
+        at_m = split[..., 1, :1, :]
+        upper_keys = k.view(*lead, pairs, 2, half, key_dim)[..., 0, :, :] * (at_m - split[..., 0, :, :]).to(k.dtype).exp()
+        to_lower = (split[..., 1, :, :] - at_m).to(k.dtype).exp()
+        for x, score in zip(xs, scores):
+            lower = x.view(*lead, pairs, 2, half, key_dim)[..., 1, :, :] * to_lower
+            block = torch.matmul(lower, upper_keys.mT)  # (..., pairs, half, half)
+            # the blocks of this level are on a diagonal of the grid of (half, half) tiles
+            tiles = score.view(*lead, pairs, 2, half, pairs, 2, half)[..., 1, :, :, 0, :]
+            torch.diagonal(tiles, dim1=-4, dim2=-2).copy_(block.movedim(-3, -1))
+        half //= 2
+    return [score[..., :chunk, :chunk] for score in scores]
