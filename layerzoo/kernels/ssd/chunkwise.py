@@ -6,11 +6,11 @@ exp(gc_i - gc_j) for j <= i (chunk_parts.decays):
     o = scale ((q exp(gc)) S + (q k^T * L) v)           S: the state entering the chunk
     S <- exp(gc_last) S + (k exp(gc_last - gc))^T v
 
-Everything but the state is one batched computation over all chunks; a loop over the chunks then
-carries the (K, V) state with one multiply-add each (the chunk's own contribution k^T v is
-computed for all chunks at once, before the loop), and the states it kept give every chunk's
-inter-chunk output in one matmul. Autograd differentiates it: the loop's steps are cheap, so what
-autograd keeps is the batched intermediates, O(T) in all.
+Everything but the state is one batched computation over all chunks (the chunk's own output and
+its contribution k^T v to the state); a loop over the chunks then carries the (K, V) state with
+one multiply-add each and adds what the state entering each chunk gives its outputs, while that
+chunk's tensors are still in cache (timed against the batched alternative: a few percent faster,
+which keeps it ahead of fla's naive chunk code). Autograd differentiates it.
 """
 
 from __future__ import annotations
@@ -43,15 +43,16 @@ def ssd_chunkwise(
     q, k, v, g = (to_chunks(t, chunk, dtype) for t in (q, k, v, g))
     from_start, to_end, inside = decays(g)
     q = q * scale
-    out = torch.matmul(torch.matmul(q, k.mT) * inside, v)
+    out = torch.matmul(torch.matmul(q, k.mT).mul_(inside), v)  # within each chunk
     written = torch.matmul((k * to_end[..., None]).mT, v)  # each chunk's k^T v, decayed to its end
+    q_from_start = q * from_start[..., None]
     chunk_decay = from_start[..., -1, None, None]
 
     state = q.new_zeros(batch * heads, key_dim, value_dim) if initial_state is None \
         else initial_state.to(dtype).reshape(batch * heads, key_dim, value_dim)
-    entering = []
-    for written_i, decay_i in zip(written.unbind(), chunk_decay.unbind()):
-        entering.append(state)
-        state = state * decay_i + written_i
-    out = out + torch.matmul(q * from_start[..., None], torch.stack(entering))
+    outputs = []
+    for out_i, q_i, written_i, decay_i in zip(out.unbind(), q_from_start.unbind(), written.unbind(), chunk_decay.unbind()):
+        outputs.append(torch.baddbmm(out_i, q_i, state))  # plus what the state entering the chunk gives
+        state = torch.addcmul(written_i, state, decay_i)
+    out = torch.stack(outputs)
     return from_chunks(out, batch, heads, length).to(out_dtype), state.view(batch, heads, key_dim, value_dim)
