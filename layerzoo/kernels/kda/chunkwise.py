@@ -48,10 +48,11 @@ def kda_chunkwise(
     value_dim, out_dtype, dtype = v.shape[-1], q.dtype, compute_dtype(q.dtype)
     chunk = min(chunk_size, length)
     q, k, v, g, beta = (to_chunks(t, chunk, dtype) for t in (q, k, v, g, beta))
-    # summed in fp64 so that a short span gc_i - gc_j keeps its digits after a strong decay
+    # summed in fp64 so that a short span gc_i - gc_j keeps its digits after a strong decay; a
+    # span rounded to fp32 before exp is off by eps |span| relative, under eps absolute: exp in fp32
     cumulative = g.double().cumsum(-2)
-    from_start = cumulative.exp().to(dtype)
-    to_end = (cumulative[..., -1:, :] - cumulative).exp().to(dtype)
+    from_start = cumulative.to(dtype).exp()
+    to_end = (cumulative[..., -1:, :] - cumulative).to(dtype).exp()
     scores_k, scores_q = decayed_scores((k, q), k, cumulative)
     beta = beta[..., None]
     inverse = unit_lower_inverse(scores_k * beta)  # reads the strict lower triangle only
