@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import math
 import subprocess
 import sys
@@ -43,6 +44,23 @@ def add_chunkwise_shape_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--key-dim", type=int, default=64)
     parser.add_argument("--value-dim", type=int, default=128)
     parser.add_argument("--chunk-size", type=int, default=64)
+
+
+# The input dtypes the kernel benchmarks take (--dtype).
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def add_step_loop_sweep_arguments(parser: argparse.ArgumentParser) -> None:
+    """--dtype, --device, --threads, --reference-max-len, --reps, --budget and --json of a sweep
+    that times a kernel's backends against its step loop in interleaved rounds."""
+    parser.add_argument("--dtype", choices=DTYPES, default="fp32")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice); 1 steadies "
+                        "timings on a machine other jobs share, where idle-waiting threads stall each other")
+    parser.add_argument("--reference-max-len", type=int, default=4096, help="skip the step loop above this T")
+    parser.add_argument("--reps", type=int, default=5, help="rounds of timed runs (the fastest counts)")
+    parser.add_argument("--budget", type=float, default=10.0, help="a cell stops repeating after this many seconds")
+    parser.add_argument("--json", type=Path, help="also write the results here")
 
 
 def sync(device: str) -> None:
@@ -169,6 +187,13 @@ def probe_in_subprocess(script: str, *probe_args: object) -> int:
     """
     cmd = [sys.executable, script, *sys.argv[1:], "--probe-memory", *map(str, probe_args)]
     return int(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()[-1])
+
+
+def write_json(args: argparse.Namespace, **results: object) -> None:
+    """When --json names a file, write the run's options (but that one), torch's version and results to it."""
+    if args.json:
+        config = {k: v for k, v in vars(args).items() if k != "json"}
+        args.json.write_text(json.dumps({"config": config, "torch": torch.__version__, **results}, indent=2, default=str))
 
 
 def markdown_table(head: list[str], rows: list[list[str]]) -> str:

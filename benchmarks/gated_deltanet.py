@@ -20,7 +20,6 @@ Python steps, forward and backward, and would dominate the run. torch's default 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import sys
@@ -38,10 +37,10 @@ from layerzoo.kernels.gated_delta_rule.native import load_native_ops  # noqa: E4
 from peers import load_fla_naive  # noqa: E402
 
 from common import (  # noqa: E402
-    add_chunkwise_shape_arguments, markdown_table, scaling_exponent, sweep_best_times, sweep_parser,
+    DTYPES, add_chunkwise_shape_arguments, add_step_loop_sweep_arguments, markdown_table, scaling_exponent,
+    sweep_best_times, sweep_parser, write_json,
 )
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 SPEEDUP_AT = 4096
 
 
@@ -134,14 +133,7 @@ def markdown(rows: list[dict], backends: list[str]) -> str:
 def main() -> None:
     parser = sweep_parser(__doc__)
     add_chunkwise_shape_arguments(parser)
-    parser.add_argument("--dtype", choices=DTYPES, default="fp32")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice); 1 steadies "
-                        "timings on a machine other jobs share, where idle-waiting threads stall each other")
-    parser.add_argument("--reference-max-len", type=int, default=4096, help="skip the step loop above this T")
-    parser.add_argument("--reps", type=int, default=5, help="rounds of timed runs (the fastest counts)")
-    parser.add_argument("--budget", type=float, default=10.0, help="a cell stops repeating after this many seconds")
-    parser.add_argument("--json", type=Path, help="also write the results here")
+    add_step_loop_sweep_arguments(parser)
     args = parser.parse_args()
 
     if args.threads:
@@ -185,10 +177,7 @@ def main() -> None:
     if skipped:
         print(f"- reference skipped at T = {', '.join(map(str, skipped))} (> --reference-max-len "
               f"{args.reference_max_len}): T Python steps forward and backward, linear but slow")
-    if args.json:
-        config = {k: v for k, v in vars(args).items() if k != "json"}
-        args.json.write_text(json.dumps({"config": config, "torch": torch.__version__, "rows": rows,
-                                         "summary": summary}, indent=2, default=str))
+    write_json(args, rows=rows, summary=summary)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,11 @@ from types import ModuleType
 
 
 @functools.cache
-def load_fla_naive() -> ModuleType | None:
-    """flash-linear-attention's `ops/gated_delta_rule/naive.py` (naive_recurrent_ and
-    naive_chunk_gated_delta_rule), loaded from its file alone, once; None when fla is not installed.
+def load_fla_naive(op: str = "gated_delta_rule") -> ModuleType | None:
+    """flash-linear-attention's `ops/<op>/naive.py`, loaded from its file alone, once; None when
+    fla is not installed. op: "gated_delta_rule" (naive_recurrent_ and naive_chunk_gated_delta_rule),
+    "simple_gla" (naive_recurrent_ and naive_chunk_simple_gla), "kda" (naive_recurrent_ and
+    naive_chunk_kda). They run on CPU; fla's Triton kernels do not.
 
     Importing the fla package pulls in transformers and takes 15 s or more; naive.py needs only
     torch and einops.
@@ -22,8 +24,8 @@ def load_fla_naive() -> ModuleType | None:
     spec = importlib.util.find_spec("fla")
     if spec is None or spec.origin is None:
         return None
-    path = Path(spec.origin).parent / "ops" / "gated_delta_rule" / "naive.py"
-    module_spec = importlib.util.spec_from_file_location("fla_gated_delta_rule_naive", path)
+    path = Path(spec.origin).parent / "ops" / op / "naive.py"
+    module_spec = importlib.util.spec_from_file_location(f"fla_{op}_naive", path)
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
     return module

@@ -7,6 +7,8 @@ from .sliding_window import (
 )
 from .gated_delta_rule import choose_gated_delta_backend, gated_delta_rule, gated_delta_rule_reference
 from .mlstm import MLSTMState, choose_mlstm_backend, mlstm, mlstm_reference
+from .ssd import choose_ssd_backend, ssd, ssd_reference
+from .kda import choose_kda_backend, kda, kda_reference
 from .assoc_memory import Memory, associative_read, associative_update  # noqa: F401
 
 __all__ = [
@@ -20,4 +22,10 @@ __all__ = [
     "choose_mlstm_backend",
     "mlstm",
     "mlstm_reference",
+    "choose_ssd_backend",
+    "ssd",
+    "ssd_reference",
+    "choose_kda_backend",
+    "kda",
+    "kda_reference",
 ]

@@ -3,10 +3,12 @@
 from .base import Mixer
 from .attention import Attention, KVCache, SlidingWindowAttention, at_window, set_window
 from .gated_deltanet import GatedDeltaNet, GatedDeltaNetState
+from .kda import KimiDeltaAttention
+from .mamba2 import Mamba2, Mamba2State
 from .mlstm import MLSTM
 from .assoc_memory import AssociativeMemory, AssocMemoryState
 
 __all__ = [
     "AssocMemoryState", "AssociativeMemory", "Attention", "GatedDeltaNet", "GatedDeltaNetState", "KVCache",
-    "MLSTM", "Mixer", "SlidingWindowAttention", "at_window", "set_window",
+    "KimiDeltaAttention", "MLSTM", "Mamba2", "Mamba2State", "Mixer", "SlidingWindowAttention", "at_window", "set_window",
 ]

@@ -10,6 +10,7 @@ Parameter names match fla's layer, so its checkpoints map over (conv weights squ
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -23,11 +24,12 @@ from ..errors import OptionError
 from ..kernels.gated_delta_rule import BACKENDS, gated_delta_rule
 from ..registry import register_mixer
 from .base import Mixer, check_backend
+from .decay_gates import init_decay_rate, init_time_step_bias
 
 
 @dataclass
 class GatedDeltaNetState:
-    """Streaming state of Gated DeltaNet; its size does not grow with the sequence.
+    """Streaming state of Gated DeltaNet and Kimi Delta Attention; its size does not grow with the sequence.
 
     q_conv, k_conv: (B, conv_size - 1, n_heads * head_dim); v_conv: (B, conv_size - 1,
     n_heads * head_v_dim): the last inputs of each short convolution (projections before the
@@ -50,90 +52,54 @@ def l2_normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return (x32 * torch.rsqrt(x32.pow(2).sum(-1, keepdim=True) + eps)).to(x.dtype)
 
 
-@register_mixer("gated_deltanet", test_options={"n_heads": 2, "head_dim": 8, "chunk_size": 4})
-class GatedDeltaNet(Mixer):
-    """Gated DeltaNet: a decaying delta-rule memory per head, constant state, chunkwise-parallel.
+def check_delta_rule_options(d_model: int, n_heads: int, head_dim: int | None, expand_v: float, conv_size: int,
+                             norm_eps: float, chunk_size: int) -> None:
+    """OptionError for the options Gated DeltaNet and Kimi Delta Attention share, where impossible."""
+    if n_heads < 1:
+        raise OptionError("n_heads", f"n_heads must be >= 1, got {n_heads}")
+    if head_dim is None and d_model % n_heads:
+        raise OptionError("n_heads", f"d_model {d_model} is not divisible by n_heads {n_heads}; set head_dim")
+    if head_dim is not None and head_dim < 1:
+        raise OptionError("head_dim", f"head_dim must be >= 1 or None (d_model // n_heads), got {head_dim}")
+    key_dim = head_dim or d_model // n_heads
+    value_dim = key_dim * expand_v
+    if expand_v <= 0 or not math.isclose(value_dim, round(value_dim)):
+        raise OptionError("expand_v", f"head_dim {key_dim} * expand_v {expand_v} must be a positive integer")
+    if conv_size < 1:
+        raise OptionError("conv_size", f"conv_size must be >= 1, got {conv_size}")
+    if norm_eps <= 0:
+        raise OptionError("norm_eps", f"norm_eps must be positive, got {norm_eps}")
+    if chunk_size < 1:
+        raise OptionError("chunk_size", f"chunk_size must be >= 1, got {chunk_size}")
 
-    Shapes: x (B, T, d_model) -> (B, T, d_model). head_dim (the key width K) defaults to
-    d_model // n_heads; values are expand_v times wider. With the defaults the layer holds about
-    8 d_model^2 weights; fla's configurations (head_dim 256, e.g. 6 heads at d_model 2048) give
-    n_heads * head_dim = 0.75 d_model, about 6 d_model^2. `backend` and `chunk_size` go to
-    `gated_delta_rule`; its "auto" runs single-token steps (decoding) as one recurrent step.
+
+class DeltaRuleLayer(Mixer):
+    """What Gated DeltaNet and Kimi Delta Attention share: q, k, v projections (q_proj, k_proj,
+    v_proj), each through a short causal convolution with SiLU (q_conv1d, k_conv1d, v_conv1d, or
+    SiLU alone where those are None, as fla), q and k L2-normalised; and the state,
+    GatedDeltaNetState. A subclass calls build_inputs first, then builds the rest (the
+    convolutions, its A_log, which places the state), and calls read_inputs in `mix`.
     """
 
     packs_sequences = True
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int = 4,
-        head_dim: int | None = None,
-        expand_v: float = 2.0,
-        use_short_conv: bool = True,
-        conv_size: int = 4,
-        norm_eps: float = 1e-5,
-        chunk_size: int = 64,
-        backend: str = "auto",
-    ):
-        super().__init__(d_model)
-        self.check_options(d_model, n_heads=n_heads, head_dim=head_dim, expand_v=expand_v, use_short_conv=use_short_conv,
-                           conv_size=conv_size, norm_eps=norm_eps, chunk_size=chunk_size, backend=backend)
+    def build_inputs(self, n_heads: int, head_dim: int | None, expand_v: float, conv_size: int, chunk_size: int,
+                     backend: str) -> tuple[int, int]:
+        """Set the widths and options, and build q_proj, k_proj, v_proj (the layer's first modules):
+        (the key width n_heads * head_dim, the value width n_heads * head_v_dim)."""
         self.n_heads = n_heads
-        self.head_dim = head_dim or d_model // n_heads
+        self.head_dim = head_dim or self.d_model // n_heads
         self.head_v_dim = round(self.head_dim * expand_v)
-        self.conv_size = conv_size
-        self.chunk_size = chunk_size
-        self.backend = backend
+        self.conv_size, self.chunk_size, self.backend = conv_size, chunk_size, backend
         key_width, value_width = n_heads * self.head_dim, n_heads * self.head_v_dim
-        self.q_proj = nn.Linear(d_model, key_width, bias=False)
-        self.k_proj = nn.Linear(d_model, key_width, bias=False)
-        self.v_proj = nn.Linear(d_model, value_width, bias=False)
-        self.a_proj = nn.Linear(d_model, n_heads, bias=False)
-        self.b_proj = nn.Linear(d_model, n_heads, bias=False)
-        self.g_proj = nn.Linear(d_model, value_width, bias=False)
-        self.o_proj = nn.Linear(value_width, d_model, bias=False)
-        convs = [ShortConvolution(width, conv_size) if use_short_conv else None
-                 for width in (key_width, key_width, value_width)]
-        self.q_conv1d, self.k_conv1d, self.v_conv1d = convs
-        self.o_norm = RMSNorm(self.head_v_dim, eps=norm_eps)
-        self.A_log = nn.Parameter(torch.empty(n_heads))
-        self.dt_bias = nn.Parameter(torch.empty(n_heads))
-        self.reset_parameters()
+        self.q_proj = nn.Linear(self.d_model, key_width, bias=False)
+        self.k_proj = nn.Linear(self.d_model, key_width, bias=False)
+        self.v_proj = nn.Linear(self.d_model, value_width, bias=False)
+        return key_width, value_width
 
-    def reset_parameters(self) -> None:
-        """Mamba-2's gate init: A ~ U(0, 16); dt log-uniform in [1e-3, 0.1], dt_bias = softplus^-1(dt).
-
-        The per-step decay A * dt then spreads over orders of magnitude across heads: some forget
-        within a token, others keep thousands.
-        """
-        with torch.no_grad():
-            self.A_log.copy_(torch.empty_like(self.A_log).uniform_(0, 16).log())
-            low, high = math.log(1e-3), math.log(0.1)
-            dt = torch.exp(torch.rand_like(self.dt_bias) * (high - low) + low).clamp(min=1e-4)
-            self.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))
-
-    @classmethod
-    def check_options(cls, d_model: int, *, n_heads: int, head_dim: int | None, expand_v: float, use_short_conv: bool,
-                      conv_size: int, norm_eps: float, chunk_size: int, backend: str) -> None:
-        if n_heads < 1:
-            raise OptionError("n_heads", f"n_heads must be >= 1, got {n_heads}")
-        if head_dim is None and d_model % n_heads:
-            raise OptionError("n_heads", f"d_model {d_model} is not divisible by n_heads {n_heads}; set head_dim")
-        if head_dim is not None and head_dim < 1:
-            raise OptionError("head_dim", f"head_dim must be >= 1 or None (d_model // n_heads), got {head_dim}")
-        key_dim = head_dim or d_model // n_heads
-        value_dim = key_dim * expand_v
-        if expand_v <= 0 or not math.isclose(value_dim, round(value_dim)):
-            raise OptionError("expand_v", f"head_dim {key_dim} * expand_v {expand_v} must be a positive integer")
-        if conv_size < 1:
-            raise OptionError("conv_size", f"conv_size must be >= 1, got {conv_size}")
-        if norm_eps <= 0:
-            raise OptionError("norm_eps", f"norm_eps must be positive, got {norm_eps}")
-        if chunk_size < 1:
-            raise OptionError("chunk_size", f"chunk_size must be >= 1, got {chunk_size}")
-        check_backend("gated delta rule", backend, BACKENDS)
-
-    def mix(self, x: torch.Tensor, state: GatedDeltaNetState | None, cu_seqlens: torch.Tensor | None):
+    def read_inputs(self, x: torch.Tensor, state: GatedDeltaNetState | None, cu_seqlens: torch.Tensor | None):
+        """x (B, T, d_model) -> q, k (B, T, n_heads, head_dim), v (B, T, n_heads, head_v_dim) and
+        the state with its convolution caches advanced (the recurrent state is the caller's)."""
         streams = x.shape[0] if cu_seqlens is None else len(cu_seqlens) - 1
         state = self.init_state(streams) if state is None else state
         q, q_conv = self._short_conv(self.q_conv1d, self.q_proj(x), state.q_conv, cu_seqlens)
@@ -142,20 +108,7 @@ class GatedDeltaNet(Mixer):
         q = l2_normalize(q.unflatten(-1, (self.n_heads, self.head_dim)))
         k = l2_normalize(k.unflatten(-1, (self.n_heads, self.head_dim)))
         v = v.unflatten(-1, (self.n_heads, self.head_v_dim))
-        # Gates in fp32: g sums over thousands of steps inside the kernel.
-        beta = self.b_proj(x).float().sigmoid()
-        g = -self.A_log.float().exp() * F.softplus(self.a_proj(x).float() + self.dt_bias.float())
-        o, recurrent = gated_delta_rule(
-            q, k, v, g, beta,
-            initial_state=state.recurrent,
-            output_final_state=True,
-            chunk_size=self.chunk_size,
-            backend=self.backend,
-            cu_seqlens=cu_seqlens,
-        )
-        gate = self.g_proj(x).unflatten(-1, (self.n_heads, self.head_v_dim))
-        y = self.o_proj((self.o_norm(o) * F.silu(gate)).flatten(2))
-        return y, GatedDeltaNetState(q_conv, k_conv, v_conv, recurrent)
+        return q, k, v, GatedDeltaNetState(q_conv, k_conv, v_conv, state.recurrent)
 
     @staticmethod
     def _short_conv(conv: ShortConvolution | None, x: torch.Tensor, cache: torch.Tensor | None,
@@ -173,3 +126,71 @@ class GatedDeltaNet(Mixer):
         conv_width = self.n_heads * (2 * self.head_dim + self.head_v_dim)
         conv = (self.conv_size - 1) * conv_width if self.q_conv1d is not None else 0
         return conv + self.n_heads * self.head_dim * self.head_v_dim
+
+
+@register_mixer("gated_deltanet", test_options={"n_heads": 2, "head_dim": 8, "chunk_size": 4})
+class GatedDeltaNet(DeltaRuleLayer):
+    """Gated DeltaNet: a decaying delta-rule memory per head, constant state, chunkwise-parallel.
+
+    Shapes: x (B, T, d_model) -> (B, T, d_model). head_dim (the key width K) defaults to
+    d_model // n_heads; values are expand_v times wider. With the defaults the layer holds about
+    8 d_model^2 weights; fla's configurations (head_dim 256, e.g. 6 heads at d_model 2048) give
+    n_heads * head_dim = 0.75 d_model, about 6 d_model^2. `backend` and `chunk_size` go to
+    `gated_delta_rule`; its "auto" runs single-token steps (decoding) as one recurrent step.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int = 4,
+        head_dim: int | None = None,
+        expand_v: float = 2.0,
+        use_short_conv: bool = True,
+        conv_size: int = 4,
+        norm_eps: float = 1e-5,
+        chunk_size: int = 64,
+        backend: str = "auto",
+    ):
+        super().__init__(d_model)
+        self.check_options(d_model, n_heads=n_heads, head_dim=head_dim, expand_v=expand_v, use_short_conv=use_short_conv,
+                           conv_size=conv_size, norm_eps=norm_eps, chunk_size=chunk_size, backend=backend)
+        key_width, value_width = self.build_inputs(n_heads, head_dim, expand_v, conv_size, chunk_size, backend)
+        self.a_proj = nn.Linear(d_model, n_heads, bias=False)
+        self.b_proj = nn.Linear(d_model, n_heads, bias=False)
+        self.g_proj = nn.Linear(d_model, value_width, bias=False)
+        self.o_proj = nn.Linear(value_width, d_model, bias=False)
+        convs = [ShortConvolution(width, conv_size) if use_short_conv else None
+                 for width in (key_width, key_width, value_width)]
+        self.q_conv1d, self.k_conv1d, self.v_conv1d = convs
+        self.o_norm = RMSNorm(self.head_v_dim, eps=norm_eps)
+        self.A_log = nn.Parameter(torch.empty(n_heads))
+        self.dt_bias = nn.Parameter(torch.empty(n_heads))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Mamba-2's gate init (decay_gates.py): A ~ U(0, 16); dt log-uniform in [1e-3, 0.1]."""
+        init_decay_rate(self.A_log, 0, 16)
+        init_time_step_bias(self.dt_bias)
+
+    @classmethod
+    def check_options(cls, d_model: int, *, n_heads: int, head_dim: int | None, expand_v: float, use_short_conv: bool,
+                      conv_size: int, norm_eps: float, chunk_size: int, backend: str) -> None:
+        check_delta_rule_options(d_model, n_heads, head_dim, expand_v, conv_size, norm_eps, chunk_size)
+        check_backend("gated delta rule", backend, BACKENDS)
+
+    def mix(self, x: torch.Tensor, state: GatedDeltaNetState | None, cu_seqlens: torch.Tensor | None):
+        q, k, v, state = self.read_inputs(x, state, cu_seqlens)
+        # Gates in fp32: g sums over thousands of steps inside the kernel.
+        beta = self.b_proj(x).float().sigmoid()
+        g = -self.A_log.float().exp() * F.softplus(self.a_proj(x).float() + self.dt_bias.float())
+        o, recurrent = gated_delta_rule(
+            q, k, v, g, beta,
+            initial_state=state.recurrent,
+            output_final_state=True,
+            chunk_size=self.chunk_size,
+            backend=self.backend,
+            cu_seqlens=cu_seqlens,
+        )
+        gate = self.g_proj(x).unflatten(-1, (self.n_heads, self.head_v_dim))
+        y = self.o_proj((self.o_norm(o) * F.silu(gate)).flatten(2))
+        return y, dataclasses.replace(state, recurrent=recurrent)

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from layerzoo.kernels import MLSTMState, gated_delta_rule, mlstm, sliding_window_attention
+from layerzoo.kernels import MLSTMState, gated_delta_rule, kda, mlstm, sliding_window_attention, ssd
 from layerzoo.kernels.assoc_memory import NU, associative_read, associative_update, empty_memory
 from layerzoo.kernels.gated_delta_rule import native
 from layerzoo.kernels.triton_support import triton_can_run
@@ -156,6 +156,37 @@ GATED_DELTA_RULE = KernelFamily(
 )
 
 
+# SSD and KDA: the gated delta rule's cases with their own gates. SSD's keys are not normalised
+# (Mamba-2's are dt B); KDA decays each key channel on its own.
+@st.composite
+def ssd_cases(draw, batch: int, length: int, dtype: torch.dtype) -> KernelCase:
+    case = draw(gated_delta_rule_cases(batch, length, dtype))
+    inputs = {name: case.inputs[name] for name in ("q", "v", "g")}
+    inputs["k"] = torch.randn(case.inputs["k"].shape, generator=generator(draw)).to(dtype)
+    return KernelCase(inputs, case.state, case.options)
+
+
+def run_ssd(inputs, state, backend, options):
+    return ssd(inputs["q"], inputs["k"], inputs["v"], inputs["g"], initial_state=state, output_final_state=True,
+               chunk_size=options["chunk_size"], backend=backend, cu_seqlens=options.get("cu_seqlens"))
+
+
+@st.composite
+def kda_cases(draw, batch: int, length: int, dtype: torch.dtype) -> KernelCase:
+    case = draw(gated_delta_rule_cases(batch, length, dtype))
+    g = F.logsigmoid(torch.randn(case.inputs["k"].shape, generator=generator(draw)) + 2).to(dtype)
+    return KernelCase({**case.inputs, "g": g}, case.state, case.options)
+
+
+def run_kda(inputs, state, backend, options):
+    return kda(**inputs, initial_state=state, output_final_state=True, chunk_size=options["chunk_size"],
+               backend=backend, cu_seqlens=options.get("cu_seqlens"))
+
+
+SSD = KernelFamily("ssd", ssd_cases, run_ssd, dtypes=DTYPES, same_dtype=("q", "k", "v"))
+KDA = KernelFamily("kda", kda_cases, run_kda, dtypes=DTYPES, same_dtype=("q", "k", "v"))
+
+
 # The associative memory as the mixer streams it: every token reads the memory of its segment's
 # start and writes against it; the state is (that memory, the increments written so far), since
 # updates against one memory add up.
@@ -247,9 +278,13 @@ BACKENDS = [
     Backend(GATED_DELTA_RULE, "chunkwise", "chunkwise-pytorch", lambda: gated_delta_rule_cpu_kernels("pytorch")),
     Backend(ASSOCIATIVE_MEMORY, "reference"),
     Backend(ASSOCIATIVE_MEMORY, "vectorized"),
+    Backend(SSD, "reference"),
+    Backend(SSD, "chunkwise"),
+    Backend(KDA, "reference"),
+    Backend(KDA, "chunkwise"),
 ]
 # "auto" picks among the above by length ("reference" for a single token) and device.
-AUTO = [Backend(family, "auto") for family in (SLIDING_WINDOW, MLSTM, GATED_DELTA_RULE, ASSOCIATIVE_MEMORY)]
+AUTO = [Backend(family, "auto") for family in (SLIDING_WINDOW, MLSTM, GATED_DELTA_RULE, ASSOCIATIVE_MEMORY, SSD, KDA)]
 # The Triton backends run here under the interpreter (tests/conftest.py), which costs milliseconds
 # per tile op: one sequence of a few tokens, in the dtypes each kernel takes.
 TRITON = importlib.util.find_spec("triton") is not None and triton_can_run(torch.zeros(0))

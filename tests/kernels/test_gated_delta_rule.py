@@ -30,38 +30,9 @@ from layerzoo.kernels.gated_delta_rule.fla import gated_delta_rule_fla
 from layerzoo.testing import assert_close
 
 from families import compiled_gated_delta_rule, gated_delta_rule_cpu_kernels
-from peers import load_fla_naive
-
-# How the log decay g and the write strength beta are drawn: typical values and the extremes
-# where exp underflows, nothing decays, nothing is written or everything is overwritten.
-G_REGIMES = ("typical", "near_zero", "zero", "very_negative", "mixed")
-BETA_REGIMES = ("uniform", "near_zero", "near_one", "exact")
-
-
-def make_gates(regime: str, shape, gen) -> torch.Tensor:
-    uniform = torch.rand(shape, generator=gen)
-    if regime == "typical":
-        return F.logsigmoid(torch.randn(shape, generator=gen) + 2)
-    if regime == "near_zero":
-        return -1e-6 * uniform
-    if regime == "zero":
-        return torch.zeros(shape)
-    if regime == "very_negative":
-        return -30 - 1000 * uniform
-    # a few steps that wipe the memory among steps that keep it
-    return torch.where(uniform < 0.1, torch.full(shape, -200.0), -1e-3 * uniform)
-
-
-def make_beta(regime: str, shape, gen) -> torch.Tensor:
-    uniform = torch.rand(shape, generator=gen)
-    if regime == "uniform":
-        return uniform
-    if regime == "near_zero":
-        return 1e-6 * uniform
-    if regime == "near_one":
-        return 1 - 1e-6 * uniform
-    return (uniform < 0.5).float()  # exactly 0 or 1
-
+from recurrence_inputs import (
+    BETA_REGIMES, G_REGIMES, check_cuda_backend, fla_naive, make_beta, make_gates, run_with_grads, seeded_like,
+)
 
 @st.composite
 def delta_rule_case(draw, dtypes=(torch.float32, torch.bfloat16), max_length=300):
@@ -89,29 +60,9 @@ def delta_rule_case(draw, dtypes=(torch.float32, torch.bfloat16), max_length=300
     return inputs, kwargs
 
 
-def run_with_grads(fn, inputs: dict, grad_out: torch.Tensor, grad_state: torch.Tensor):
-    """fn(**inputs) -> (out, state); returns out, state and the gradients of every input."""
-    leaves = {name: t.detach().clone().requires_grad_() for name, t in inputs.items()}
-    out, state = fn(**leaves)
-    # The final state's gradient path counts too: streaming backpropagates through it.
-    ((out.float() * grad_out).sum() + (state * grad_state).sum()).backward()
-    return out, state, {name: t.grad for name, t in leaves.items()}
-
-
 def reference_fp64(scale=None, **inputs):
     """The truth: the step loop in fp64 on the very same (possibly bf16-rounded) inputs."""
     return gated_delta_rule_reference(**{name: t.double() for name, t in inputs.items()}, scale=scale)
-
-
-def fla_naive():
-    naive = load_fla_naive()
-    if naive is None:
-        pytest.skip("flash-linear-attention is not installed")
-    return naive
-
-
-def seeded_like(t: torch.Tensor, seed: int) -> torch.Tensor:
-    return torch.randn(t.shape, generator=torch.Generator().manual_seed(seed))
 
 
 # The chunkwise kernel's two CPU implementations (chunkwise.py): compiled, and the PyTorch one that
@@ -500,10 +451,6 @@ def test_the_fla_adapter_hands_fla_packed_sequences_without_empty_ones(monkeypat
     assert calls == [[0, 4, 9], [0, 4, 9]]
 
 
-# fla's chunk kernel runs TF32 dot products for fp32, and rounds intermediates to bf16 for bf16.
-CUDA_TOLERANCES = {torch.float32: 1e-2 / 1e-5, torch.bfloat16: 3.0}  # scale on assert_close's tolerance
-
-
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("backend", ["fla", "chunkwise", "auto"])
@@ -519,18 +466,5 @@ def test_cuda_backends_match_reference(backend, dtype):
         "beta": make_beta("uniform", shape, gen),
         "initial_state": torch.randn(2, 4, 64, 128, generator=gen),
     }
-    cuda_inputs = {name: t.cuda() for name, t in inputs.items()}
-    grad_out, grad_state = seeded_like(inputs["v"], 1), seeded_like(inputs["initial_state"], 2)
-    assert choose_gated_delta_backend(cuda_inputs["q"]) == "fla"
-
-    def kernel(**leaves):
-        return gated_delta_rule(**leaves, output_final_state=True, backend=backend)
-
-    out, state, grads = run_with_grads(kernel, cuda_inputs, grad_out.cuda(), grad_state.cuda())
-    expected_out, expected_state, expected_grads = run_with_grads(reference_fp64, inputs, grad_out.double(), grad_state.double())
-    scale = CUDA_TOLERANCES[dtype] if backend != "chunkwise" else 10
-    assert out.dtype == dtype and state.dtype == torch.float32
-    assert_close(out.float().cpu(), expected_out, dtype, what=f"{backend} output", scale=scale)
-    assert_close(state.cpu(), expected_state, dtype, what=f"{backend} final state", scale=scale)
-    for name, grad in grads.items():
-        assert_close(grad.float().cpu(), expected_grads[name], dtype, what=f"{backend} d{name}", scale=3 * scale)
+    assert choose_gated_delta_backend(inputs["q"].cuda()) == "fla"
+    check_cuda_backend(gated_delta_rule, reference_fp64, inputs, backend, dtype)

@@ -19,32 +19,14 @@ from layerzoo.training.config import TrainingConfig
 from layerzoo.training.trainer import make_optimizer
 from layerzoo.errors import OptionError
 from layerzoo.mixers import GatedDeltaNet
-from layerzoo.testing import assert_close, check_mixer, mixer_inputs, prefill_then_decode, run_in_pieces
+from layerzoo.testing import assert_close, check_mixer, mixer_inputs
+
+from streams import check_prefill_then_decode, delta_rule_layers
 
 
-@st.composite
-def small_mixer(draw, d_model: int = 16) -> GatedDeltaNet:
-    torch.manual_seed(draw(st.integers(0, 2**31 - 1)))
-    return GatedDeltaNet(
-        d_model,
-        n_heads=draw(st.integers(1, 3)),
-        head_dim=draw(st.sampled_from([4, 8])),
-        expand_v=draw(st.sampled_from([1.0, 1.5, 2.0])),
-        use_short_conv=draw(st.booleans()),
-        conv_size=draw(st.integers(1, 4)),
-        chunk_size=draw(st.sampled_from([4, 16, 64])),
-    )
-
-
-@given(mixer=small_mixer(), x=mixer_inputs(16, max_length=40), data=st.data())
+@given(mixer=delta_rule_layers(GatedDeltaNet), x=mixer_inputs(16, max_length=40), data=st.data())
 def test_chunked_prefill_then_token_by_token_decode_equals_full_forward(mixer, x, data):
-    length = x.shape[1]
-    prefill = data.draw(st.integers(0, length))
-    piece = data.draw(st.integers(1, max(prefill, 1)))
-    with torch.no_grad():
-        full = mixer(x)
-        streamed, _ = run_in_pieces(mixer, x, prefill_then_decode(length, prefill, piece))
-    assert_close(streamed, full, what=f"prefill {prefill} in pieces of {piece}, then decode", scale=10)
+    check_prefill_then_decode(mixer, x, data)
 
 
 def test_state_layout_and_dtypes():

@@ -15,7 +15,9 @@ from layerzoo.kernels import MLSTMState
 from layerzoo import get_mixer
 from layerzoo.errors import OptionError
 from layerzoo.mixers import MLSTM
-from layerzoo.testing import assert_close, check_mixer, mixer_inputs, prefill_then_decode, run_in_pieces
+from layerzoo.testing import assert_close, check_mixer, mixer_inputs
+
+from streams import check_prefill_then_decode
 
 D_MODEL = 16
 
@@ -40,14 +42,7 @@ def build(options: dict, seed: int = 0, backend: str = "auto") -> MLSTM:
 
 @given(options=mixer_options, x=mixer_inputs(D_MODEL, max_length=40), data=st.data())
 def test_chunked_prefill_then_token_by_token_decode_equals_full_forward(options, x, data):
-    mixer = build(options)
-    length = x.shape[1]
-    prefill = data.draw(st.integers(0, length))
-    piece = data.draw(st.integers(1, max(prefill, 1)))
-    with torch.no_grad():
-        full = mixer(x)
-        streamed, _ = run_in_pieces(mixer, x, prefill_then_decode(length, prefill, piece))
-    assert_close(streamed, full, what=f"prefill {prefill} in pieces of {piece}, then decode", scale=10)
+    check_prefill_then_decode(build(options), x, data)
 
 
 @given(options=mixer_options, x=mixer_inputs(D_MODEL, max_length=40))

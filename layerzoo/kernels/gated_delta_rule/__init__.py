@@ -14,10 +14,7 @@ from typing import Callable
 
 import torch
 
-from ..common import (
-    carried_state, check_chunk_size, check_cu_seqlens, check_finite_decay, check_tensors, choose_backend, empty_output,
-    has_tokens, installed, per_sequence,
-)
+from ..matrix_state import call, choose
 from .chunkwise import gated_delta_rule_chunkwise
 from .fla import FLA_CHUNK_SIZES, gated_delta_rule_fla
 from .reference import gated_delta_rule_reference
@@ -53,13 +50,7 @@ def choose_gated_delta_backend(q: torch.Tensor, backend: str = "auto", chunk_siz
     kernel applies (installed; chunk_size 16, 32 or 64; not fp64), and "chunkwise" otherwise.
     Raises ValueError for an unknown name or a backend these inputs cannot run on.
     """
-    fla_runs = installed("fla") and q.is_cuda and q.dtype != torch.float64 and chunk_size in FLA_CHUNK_SIZES
-    name = choose_backend("gated delta rule backend", backend, BACKENDS, "fla" if fla_runs else "chunkwise",
-                          length=q.shape[1])
-    if name == "fla" and not installed("fla"):
-        raise ValueError("the 'fla' backend needs flash-linear-attention (pip install 'layerzoo[cuda]')")
-    if name == "fla" and not q.is_cuda:
-        raise ValueError(f"the 'fla' backend needs CUDA tensors, got {q.device}; use 'chunkwise' off CUDA")
+    name = choose("gated delta rule backend", q, backend, BACKENDS, fla_takes=chunk_size in FLA_CHUNK_SIZES)
     if name == "fla" and chunk_size not in FLA_CHUNK_SIZES:
         raise ValueError(f"the 'fla' backend needs chunk_size in {FLA_CHUNK_SIZES}, got {chunk_size}")
     return name
@@ -100,34 +91,9 @@ def gated_delta_rule(
     (B, H, K, V) in fp32 (fp64 for fp64 inputs) whatever the input dtype. `backend` is "auto"
     (see choose_gated_delta_backend) or a key of BACKENDS.
     """
-    rows = "B" if cu_seqlens is None else "N"  # packed: a state row per sequence
-    sizes = check_tensors("gated_delta_rule", {
+    return call("gated_delta_rule", {
         "q": (q, "B T H K"), "k": (k, "B T H K"), "v": (v, "B T H V"), "g": (g, "B T H"), "beta": (beta, "B T H"),
-        "initial_state": (initial_state, f"{rows} H K V"),
-    }, same_dtype=("q", "k", "v"))
-    check_chunk_size("gated_delta_rule", chunk_size)
-    bounds = check_cu_seqlens("gated_delta_rule", cu_seqlens, sizes, q.device)
-    name = choose_gated_delta_backend(q, backend, chunk_size)
-    check_finite_decay("gated_delta_rule", "g", g, name)
-    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
-    if bounds is None or name in PACKED:
-        out, state = _run(name, q, k, v, g, beta, scale, initial_state, chunk_size, bounds)
-    else:
-        def one_sequence(inputs, rows):
-            out, state = _run(name, *inputs, scale, None if rows is None else rows[0], chunk_size)
-            return out, [state]
+    }, BACKENDS, PACKED, lambda q: choose_gated_delta_backend(q, backend, chunk_size),
+        scale=scale, initial_state=initial_state, output_final_state=output_final_state, chunk_size=chunk_size,
+        cu_seqlens=cu_seqlens)
 
-        state = None if initial_state is None else [initial_state]
-        out, (state,) = per_sequence(one_sequence, [(t, bounds) for t in (q, k, v, g, beta)], state)
-    return (out, state) if output_final_state else out
-
-
-def _run(name, q, k, v, g, beta, scale, initial_state, chunk_size, bounds=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Backend `name` on validated inputs; a call without tokens passes the state on."""
-    if has_tokens(q):
-        packed = {} if bounds is None else {"bounds": bounds}
-        return BACKENDS[name](q, k, v, g, beta, scale, initial_state, chunk_size, **packed)
-    rows, _, heads, key_dim = k.shape
-    rows = rows if bounds is None else len(bounds) - 1
-    (state,) = carried_state(None if initial_state is None else [initial_state], [(rows, heads, key_dim, v.shape[-1])], q)
-    return empty_output(q, v.shape[-1]), state

@@ -21,8 +21,8 @@ from __future__ import annotations
 import functools
 
 import torch
-import torch.nn.functional as F
 
+from ..chunk_layout import to_chunks, unchunk_into
 from ..common import compute_dtype
 from .chunk_backward import chunk_backward
 from .chunk_forward import chunk_forward, workspace, workspace_bytes_per_chunk
@@ -101,39 +101,12 @@ def _native_backward(native, inputs, scale, kept, d_out, d_state):
 def _chunked_backward(inputs, scale, kept, d_out, d_state):
     """chunk_backward.py on chunk-major copies of the inputs and d_out: as _native_backward."""
     dtype, chunk = d_state.dtype, kept[-1].shape[-1]  # the kept (I + A)^-1 is (N, BH, C, C)
-    grads = chunk_backward(*(_chunks(t, chunk, dtype) for t in inputs), scale, *kept, _chunks(d_out, chunk, dtype), d_state)
+    grads = chunk_backward(*(to_chunks(t, chunk, dtype) for t in inputs), scale, *kept, to_chunks(d_out, chunk, dtype), d_state)
     d_inputs = []
     for grad, t in zip(grads[:5], inputs):
         d_inputs.append(t.new_empty(t.shape))
-        _unchunk_into(d_inputs[-1], grad)
+        unchunk_into(d_inputs[-1], grad)
     return d_inputs, grads[5]
-
-
-def _chunks(t: torch.Tensor, chunk: int, dtype: torch.dtype) -> torch.Tensor:
-    """(B, T, H, *rest) -> contiguous (N, B * H, C, *rest) in `dtype`, zero-padded to N * C steps.
-
-    Chunk-major, so that the loops over chunks read contiguous slices and every matmul folds its
-    batch dimensions without copying. Zero padding is inert: a padded step has beta = 0 and
-    k = 0, so it writes nothing to the state, and g = 0, so it decays nothing.
-    """
-    batch, length, heads, *rest = t.shape
-    n_chunks = -(-length // chunk)
-    if n_chunks * chunk > length:
-        t = F.pad(t, [0, 0] * len(rest) + [0, 0, 0, n_chunks * chunk - length])
-    t = t.view(batch, n_chunks, chunk, heads, *rest).permute(1, 0, 3, 2, *range(4, 4 + len(rest)))
-    # one copy, with the dtype cast, into the chunk-major layout
-    return t.new_empty(t.shape, dtype=dtype).copy_(t).view(n_chunks, batch * heads, chunk, *rest)
-
-
-def _unchunk_into(dst: torch.Tensor, t: torch.Tensor) -> None:
-    """Writes _chunks' layout t (N, B * H, C, *rest) into dst (B, T, H, *rest), T <= N * C steps."""
-    batch, length, heads, *rest = dst.shape
-    n_chunks, _, chunk = t.shape[:3]
-    steps = t.view(n_chunks, batch, heads, chunk, *rest).permute(1, 0, 3, 2, *range(4, 4 + len(rest)))
-    full = length // chunk  # whole chunks: one strided copy; a last partial chunk: another
-    dst[:, :full * chunk].view(batch, full, chunk, heads, *rest).copy_(steps[:, :full])
-    if full * chunk < length:
-        dst[:, full * chunk:].copy_(steps[:, full, :length - full * chunk])
 
 
 def _native_forward(native, q, k, v, g, beta, state, scale, chunk, keep):
@@ -162,10 +135,10 @@ def _grouped_forward(q, k, v, g, beta, state, scale, chunk, keep):
     for first in range(0, n_chunks, group):
         size = min(group, n_chunks - first)
         tokens = slice(first * chunk, min((first + size) * chunk, length))
-        chunked = [_chunks(t[:, tokens], chunk, dtype) for t in (q, k, v, g, beta)]
+        chunked = [to_chunks(t[:, tokens], chunk, dtype) for t in (q, k, v, g, beta)]
         offset = first if keep else 0
         work = (states[offset:offset + size + 1], *(t[offset:offset + size] for t in rest))
         work[0][0] = state  # when kept it already is: the previous group's last state
-        _unchunk_into(out[:, tokens], chunk_forward(*chunked, scale, *work))
+        unchunk_into(out[:, tokens], chunk_forward(*chunked, scale, *work))
         state = work[0][-1]
     return out, state.clone(), space if keep else None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from ..common import without_empty_sequences
+from ..matrix_state import fla_packed
 
 # fla's chunk kernel is written for these chunk sizes only.
 FLA_CHUNK_SIZES = (16, 32, 64)
@@ -32,34 +32,21 @@ def gated_delta_rule_fla(
     own cu_seqlens; the states then have a row per sequence. Returns o (B, T, H, V) in q's dtype
     and the final state in fp32.
     """
-    if bounds is not None and any(end == start for start, end in zip(bounds, bounds[1:])):
-        # fla's kernels are not written for sequences without a chunk
-        shape = (len(bounds) - 1, k.shape[2], k.shape[3], v.shape[3])
-        state = q.new_zeros(shape, dtype=torch.float32) if initial_state is None else initial_state.float()
-
-        def run(offsets, rows):
-            return gated_delta_rule_fla(q, k, v, g, beta, scale, rows, chunk_size, bounds=offsets)
-
-        return without_empty_sequences(run, bounds, state)
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule
 
-    packed = {}
-    if bounds is not None:
-        # the host copy spares fla a device sync to find its chunks
-        offsets = torch.tensor(bounds, dtype=torch.int64)
-        packed = {"cu_seqlens": offsets.to(q.device), "cu_seqlens_cpu": offsets}
-    out, final_state = chunk_gated_delta_rule(
-        q.contiguous(),
-        k.contiguous(),
-        v.contiguous(),
-        # fla accumulates the log decay in fp32; handing it fp32 avoids a bf16 cumulative sum.
-        g.float().contiguous(),
-        beta.contiguous(),
-        scale=scale,
-        initial_state=None if initial_state is None else initial_state.float().contiguous(),
-        output_final_state=True,
-        chunk_size=chunk_size,
-        **packed,
-    )
-    return out, final_state
+    def call(state, packed):
+        return chunk_gated_delta_rule(
+            q.contiguous(),
+            k.contiguous(),
+            v.contiguous(),
+            # fla accumulates the log decay in fp32; handing it fp32 avoids a bf16 cumulative sum.
+            g.float().contiguous(),
+            beta.contiguous(),
+            scale=scale,
+            initial_state=None if state is None else state.float().contiguous(),
+            output_final_state=True,
+            chunk_size=chunk_size,
+            **packed,
+        )
 
+    return fla_packed(call, initial_state, bounds, (k.shape[2], k.shape[3], v.shape[3]), q)

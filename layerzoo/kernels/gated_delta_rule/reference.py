@@ -21,6 +21,7 @@ def gated_delta_rule_reference(
         S = exp(g_t) S;  u = beta_t (v_t - S^T k_t);  S = S + k_t u^T;  o_t = S^T (scale q_t)
 
     q, k: (B, T, H, K); v: (B, T, H, V); g (log decay, <= 0) and beta: (B, T, H); any float dtypes.
+    g may also be (B, T, H, K), a decay per key channel, S = diag(exp(g_t)) S: KDA's recurrence.
     initial_state: (B, H, K, V) or None (zeros). scale defaults to K ** -0.5.
     Returns o (B, T, H, V) in q's dtype and the final state (B, H, K, V) in fp32 (fp64 for fp64
     inputs). Arithmetic runs in that state dtype. Inputs are not validated here.
@@ -29,6 +30,7 @@ def gated_delta_rule_reference(
     out_dtype, dtype = q.dtype, compute_dtype(q.dtype)
     scale = key_dim**-0.5 if scale is None else scale
     q, k, v, g, beta = (t.to(dtype) for t in (q, k, v, g, beta))
+    g = g[..., None] if g.dim() == 3 else g  # (B, T, H, 1 or K): decays the state's rows
     if initial_state is None:
         state = q.new_zeros(batch, heads, key_dim, v.shape[-1])
     else:
@@ -37,7 +39,7 @@ def gated_delta_rule_reference(
     # unbind, not indexing with [:, t]: the backward of each index op would fill a zero tensor as
     # large as the whole input, making the backward quadratic in T.
     for q_t, k_t, v_t, g_t, beta_t in zip(*(t.unbind(1) for t in (q, k, v, g, beta))):
-        state = state * g_t.exp()[..., None, None]
+        state = state * g_t.exp()[..., None]
         u = beta_t[..., None] * (v_t - torch.einsum("bhkv,bhk->bhv", state, k_t))
         state = state + k_t[..., :, None] * u[..., None, :]
         outputs.append(torch.einsum("bhkv,bhk->bhv", state, q_t * scale))

@@ -1,6 +1,7 @@
-"""Pieces that the chunkwise gated delta rule's forward and backward both compute per chunk.
+"""Pieces that the chunkwise linear recurrences (gated delta rule, SSD, KDA) compute per chunk.
 
-All tensors are chunk-major: (N, B * H, C, ...) for N chunks of C tokens.
+All tensors are chunk-major: (N, B * H, C, ...) for N chunks of C tokens (chunk_layout.py). Each
+works under autograd too (SSD's and KDA's chunkwise kernels differentiate through them).
 """
 
 from __future__ import annotations
@@ -19,9 +20,16 @@ def decays(g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     cumulative = g.double().cumsum(-1)
     from_start = cumulative.exp().to(g.dtype)
     to_end = (cumulative[..., -1:] - cumulative).exp().to(g.dtype)
-    # the upper triangle is exp of a positive span: it may overflow, and tril_ overwrites it
-    inside = (cumulative[..., :, None] - cumulative[..., None, :]).to(g.dtype).exp_().tril_()
+    # the upper triangle would be exp of a positive span, which may overflow: it is exp(-inf) = 0
+    # instead, whose gradient is 0 too (an inf zeroed after exp would give NaN gradients)
+    span = (cumulative[..., :, None] - cumulative[..., None, :]).to(g.dtype)
+    inside = span.masked_fill_(above_diagonal(g.shape[-1], g.device), float("-inf")).exp_()
     return from_start, to_end, inside
+
+
+def above_diagonal(n: int, device: torch.device) -> torch.Tensor:
+    """(n, n) bool, True where j > i."""
+    return torch.ones(n, n, dtype=torch.bool, device=device).triu_(1)
 
 
 def unit_lower_inverse(a: torch.Tensor, block: int = 16) -> torch.Tensor:

@@ -1,0 +1,86 @@
+"""KDA (Kimi Delta Attention's recurrence): the gated delta rule with a decay per key channel,
+with interchangeable backends.
+
+Shapes and semantics follow flash-linear-attention's `chunk_kda`, so either can stand in for the
+other: q, k (B, T, H, K); v (B, T, H, V); g (B, T, H, K) in log space; beta (B, T, H); state
+(B, H, K, V); q and k used as given (the KDA mixer L2-normalises them, as fla's layer asks its
+kernel to). Backends: "reference" (the step loop), "chunkwise" (PyTorch, autograd), "fla"
+(flash-linear-attention's Triton `chunk_kda`, CUDA). Packed sequences (cu_seqlens): "fla" takes
+them natively; the others run once per sequence.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..matrix_state import call, choose
+from .chunkwise import kda_chunkwise
+from .fla import kda_fla
+from .reference import kda_reference
+
+__all__ = ["BACKENDS", "choose_kda_backend", "kda", "kda_reference"]
+
+
+def _reference(q, k, v, g, beta, scale, initial_state, chunk_size):
+    return kda_reference(q, k, v, g, beta, scale, initial_state)
+
+
+def _fla(q, k, v, g, beta, scale, initial_state, chunk_size, **packed):
+    return kda_fla(q, k, v, g, beta, scale, initial_state, **packed)
+
+
+# Every backend: (q, k, v, g, beta, scale, initial_state, chunk_size) -> (out, final_state), with
+# validated inputs and B, T >= 1. Those in PACKED also take bounds= (cu_seqlens as ints, B = 1).
+BACKENDS = {"reference": _reference, "chunkwise": kda_chunkwise, "fla": _fla}
+PACKED = ("fla",)
+
+
+def choose_kda_backend(q: torch.Tensor, backend: str = "auto") -> str:
+    """The backend `kda(q, ..., backend=backend)` runs.
+
+    "auto" picks "reference" for a single token (one step: decoding), "fla" on CUDA where its
+    kernel applies (installed, not fp64), and "chunkwise" otherwise. Raises ValueError for an
+    unknown name or a backend these inputs cannot run on.
+    """
+    return choose("KDA backend", q, backend, BACKENDS)
+
+
+def kda(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    beta: torch.Tensor,
+    *,
+    scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    chunk_size: int = 64,
+    backend: str = "auto",
+    cu_seqlens: torch.Tensor | None = None,
+):
+    """The delta rule with a decay per key channel, per head with state S (K, V) starting at
+    `initial_state` (or zeros):
+
+        S = diag(exp(g_t)) S;  u = beta_t (v_t - S^T k_t);  S = S + k_t u^T;  o_t = S^T (scale q_t)
+
+    q, k: (B, T, H, K), one float dtype with v: (B, T, H, V). g: (B, T, H, K) log decay (<= 0);
+    beta: (B, T, H) write strength in (0, 1); both any float dtype. initial_state: (B, H, K, V),
+    any float dtype. scale defaults to K ** -0.5. chunk_size: tokens per chunk of "chunkwise"
+    ("fla" uses its own). Any B, T >= 0; differentiable in every input, initial_state too.
+
+    cu_seqlens: None, or packed sequences in flash-linear-attention's convention: B = 1, and a 1-D
+    int32/int64 tensor of offsets [0, l1, l1 + l2, ..., T] on q's device (empty sequences
+    allowed). Then initial_state and the final state are (N, H, K, V), N = len(cu_seqlens) - 1,
+    one row per sequence, and each sequence runs as if called alone (an empty one passes its
+    state on).
+
+    Returns o (B, T, H, V) in q's dtype, or (o, final_state) when output_final_state, the state
+    (B, H, K, V) in fp32 (fp64 for fp64 inputs) whatever the input dtype. `backend` is "auto"
+    (see choose_kda_backend) or a key of BACKENDS.
+    """
+    return call("kda", {
+        "q": (q, "B T H K"), "k": (k, "B T H K"), "v": (v, "B T H V"), "g": (g, "B T H K"), "beta": (beta, "B T H"),
+    }, BACKENDS, PACKED, lambda q: choose_kda_backend(q, backend),
+        scale=scale, initial_state=initial_state, output_final_state=output_final_state, chunk_size=chunk_size,
+        cu_seqlens=cu_seqlens)

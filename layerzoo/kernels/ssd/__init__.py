@@ -1,0 +1,83 @@
+"""SSD: linear attention with a scalar decay per head and step, with interchangeable backends.
+
+The state-space duality form of Mamba-2's recurrence, in flash-linear-attention's `simple_gla`
+semantics, so either can stand in for the other: q, k (B, T, H, K); v (B, T, H, V); g (B, T, H)
+in log space; state (B, H, K, V). Backends: "reference" (the step loop), "chunkwise" (PyTorch,
+autograd), "fla" (flash-linear-attention's Triton `chunk_simple_gla`, CUDA). Packed sequences
+(cu_seqlens): "fla" takes them natively; the others run once per sequence.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..matrix_state import call, choose
+from .chunkwise import ssd_chunkwise
+from .fla import ssd_fla
+from .reference import ssd_reference
+
+__all__ = ["BACKENDS", "choose_ssd_backend", "ssd", "ssd_reference"]
+
+
+def _reference(q, k, v, g, scale, initial_state, chunk_size):
+    return ssd_reference(q, k, v, g, scale, initial_state)
+
+
+def _fla(q, k, v, g, scale, initial_state, chunk_size, **packed):
+    return ssd_fla(q, k, v, g, scale, initial_state, **packed)
+
+
+# Every backend: (q, k, v, g, scale, initial_state, chunk_size) -> (out, final_state), with
+# validated inputs and B, T >= 1. Those in PACKED also take bounds= (cu_seqlens as ints, B = 1).
+BACKENDS = {"reference": _reference, "chunkwise": ssd_chunkwise, "fla": _fla}
+PACKED = ("fla",)
+
+
+def choose_ssd_backend(q: torch.Tensor, backend: str = "auto") -> str:
+    """The backend `ssd(q, ..., backend=backend)` runs.
+
+    "auto" picks "reference" for a single token (one step: decoding), "fla" on CUDA where its
+    kernel applies (installed, not fp64), and "chunkwise" otherwise. Raises ValueError for an
+    unknown name or a backend these inputs cannot run on.
+    """
+    return choose("SSD backend", q, backend, BACKENDS)
+
+
+def ssd(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    *,
+    scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+    output_final_state: bool = False,
+    chunk_size: int = 64,
+    backend: str = "auto",
+    cu_seqlens: torch.Tensor | None = None,
+):
+    """Linear attention with a scalar decay, per head with state S (K, V) starting at
+    `initial_state` (or zeros):
+
+        S = exp(g_t) S + k_t v_t^T;  o_t = S^T (scale q_t)
+
+    q, k: (B, T, H, K), one float dtype with v: (B, T, H, V). g: (B, T, H) log decay (<= 0), any
+    float dtype. initial_state: (B, H, K, V), any float dtype. scale defaults to K ** -0.5
+    (Mamba-2 uses 1: see layerzoo.mixers.Mamba2). chunk_size: tokens per chunk of "chunkwise"
+    ("fla" uses its own). Any B, T >= 0; differentiable in every input, initial_state too.
+
+    cu_seqlens: None, or packed sequences in flash-linear-attention's convention: B = 1, and a 1-D
+    int32/int64 tensor of offsets [0, l1, l1 + l2, ..., T] on q's device (empty sequences
+    allowed). Then initial_state and the final state are (N, H, K, V), N = len(cu_seqlens) - 1,
+    one row per sequence, and each sequence runs as if called alone (an empty one passes its
+    state on).
+
+    Returns o (B, T, H, V) in q's dtype, or (o, final_state) when output_final_state, the state
+    (B, H, K, V) in fp32 (fp64 for fp64 inputs) whatever the input dtype. `backend` is "auto"
+    (see choose_ssd_backend) or a key of BACKENDS.
+    """
+    return call("ssd", {
+        "q": (q, "B T H K"), "k": (k, "B T H K"), "v": (v, "B T H V"), "g": (g, "B T H"),
+    }, BACKENDS, PACKED, lambda q: choose_ssd_backend(q, backend),
+        scale=scale, initial_state=initial_state, output_final_state=output_final_state, chunk_size=chunk_size,
+        cu_seqlens=cu_seqlens)

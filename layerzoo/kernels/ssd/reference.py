@@ -1,0 +1,39 @@
+"""SSD (linear attention with a scalar decay per head and step) as a step loop: the truth."""
+
+from __future__ import annotations
+
+import torch
+
+from ..common import compute_dtype
+
+
+def ssd_reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    g: torch.Tensor,
+    scale: float | None = None,
+    initial_state: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token at a time, per head, state S (K, V):
+
+        S = exp(g_t) S + k_t v_t^T;  o_t = S^T (scale q_t)
+
+    q, k: (B, T, H, K); v: (B, T, H, V); g: (B, T, H) log decay (<= 0); any float dtypes.
+    initial_state: (B, H, K, V) or None (zeros). scale defaults to K ** -0.5.
+    Returns o (B, T, H, V) in q's dtype and the final state (B, H, K, V) in fp32 (fp64 for fp64
+    inputs). Arithmetic runs in that state dtype. Inputs are not validated here.
+    """
+    batch, length, heads, key_dim = k.shape
+    out_dtype, dtype = q.dtype, compute_dtype(q.dtype)
+    scale = key_dim**-0.5 if scale is None else scale
+    q, k, v, g = (t.to(dtype) for t in (q, k, v, g))
+    state = q.new_zeros(batch, heads, key_dim, v.shape[-1]) if initial_state is None else initial_state.to(dtype)
+    outputs = []
+    # unbind, not indexing with [:, t]: the backward of each index op would fill a zero tensor as
+    # large as the whole input, making the backward quadratic in T.
+    for q_t, k_t, v_t, g_t in zip(*(t.unbind(1) for t in (q, k, v, g))):
+        state = state * g_t.exp()[..., None, None] + k_t[..., :, None] * v_t[..., None, :]
+        outputs.append(torch.einsum("bhkv,bhk->bhv", state, q_t * scale))
+    out = torch.stack(outputs, dim=1) if outputs else v.new_zeros(batch, 0, heads, v.shape[-1])
+    return out.to(out_dtype), state

@@ -1,0 +1,99 @@
+"""Kimi Delta Attention (Kimi Linear, Moonshot AI 2025): the delta rule with a decay per key
+channel, as a token mixer on `layerzoo.kernels.kda`.
+
+Gated DeltaNet's layer with a finer forget gate. Per head, a (K, V) memory S decays row by row,
+by exp(g_t) with one g per key channel, and is corrected towards v_t at key k_t with strength
+beta_t, then read at q_t. The layer follows flash-linear-attention's KimiDeltaAttention: short
+causal convolutions with SiLU on q, k, v; L2-normalised q and k; beta = sigmoid(b_proj x); the
+decay g = -exp(A_log) softplus(f + dt_bias) from a low-rank projection f = f_proj x (rank
+head_v_dim), A_log per head and dt_bias per key channel; the output RMSNorm(o) * sigmoid(gate),
+the gate a low-rank projection with a bias, then o_proj. Parameter names match fla's layer, so its
+checkpoints map over (conv weights squeezed to (channels, width)). The state is Gated DeltaNet's
+(GatedDeltaNetState), and so are the q, k, v path and the state's size (gated_deltanet.DeltaRuleLayer).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..blocks.norms import RMSNorm
+from ..blocks.short_conv import ShortConvolution
+from ..kernels.kda import BACKENDS, kda
+from ..registry import register_mixer
+from .base import check_backend
+from .decay_gates import init_decay_rate
+from .gated_deltanet import DeltaRuleLayer, GatedDeltaNetState, check_delta_rule_options
+
+
+@register_mixer("kda", test_options={"n_heads": 2, "head_dim": 8, "chunk_size": 4})
+class KimiDeltaAttention(DeltaRuleLayer):
+    """Kimi Delta Attention: a delta-rule memory per head decaying per key channel, constant state.
+
+    Shapes: x (B, T, d_model) -> (B, T, d_model). head_dim (the key width K) defaults to
+    d_model // n_heads; values are expand_v times wider. The low-rank decay and output-gate
+    projections go through head_v_dim channels. Kimi Linear's configuration is head_dim 128,
+    expand_v 1. `backend` and `chunk_size` go to `kda`; its "auto" runs single-token steps
+    (decoding) as one recurrent step.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int = 4,
+        head_dim: int | None = None,
+        expand_v: float = 1.0,
+        use_short_conv: bool = True,
+        conv_size: int = 4,
+        norm_eps: float = 1e-5,
+        chunk_size: int = 64,
+        backend: str = "auto",
+    ):
+        super().__init__(d_model)
+        self.check_options(d_model, n_heads=n_heads, head_dim=head_dim, expand_v=expand_v, use_short_conv=use_short_conv,
+                           conv_size=conv_size, norm_eps=norm_eps, chunk_size=chunk_size, backend=backend)
+        key_width, value_width = self.build_inputs(n_heads, head_dim, expand_v, conv_size, chunk_size, backend)
+        self.q_conv1d, self.k_conv1d, self.v_conv1d = (ShortConvolution(width, conv_size) if use_short_conv else None
+                                                       for width in (key_width, key_width, value_width))
+        self.f_proj = nn.Sequential(nn.Linear(d_model, self.head_v_dim, bias=False),
+                                    nn.Linear(self.head_v_dim, key_width, bias=False))
+        self.b_proj = nn.Linear(d_model, n_heads, bias=False)
+        self.A_log = nn.Parameter(torch.empty(n_heads))
+        self.dt_bias = nn.Parameter(torch.empty(key_width))
+        self.g_proj = nn.Sequential(nn.Linear(d_model, self.head_v_dim, bias=False),
+                                    nn.Linear(self.head_v_dim, value_width, bias=True))
+        self.o_norm = RMSNorm(self.head_v_dim, eps=norm_eps)
+        self.o_proj = nn.Linear(value_width, d_model, bias=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """fla's KDA init: A ~ U(1, 16) per head (decay_gates.py), dt_bias = 0 per key channel."""
+        init_decay_rate(self.A_log, 1, 16)
+        nn.init.zeros_(self.dt_bias)
+
+    @classmethod
+    def check_options(cls, d_model: int, *, n_heads: int, head_dim: int | None, expand_v: float, use_short_conv: bool,
+                      conv_size: int, norm_eps: float, chunk_size: int, backend: str) -> None:
+        check_delta_rule_options(d_model, n_heads, head_dim, expand_v, conv_size, norm_eps, chunk_size)
+        check_backend("KDA", backend, BACKENDS)
+
+    def mix(self, x: torch.Tensor, state: GatedDeltaNetState | None, cu_seqlens: torch.Tensor | None):
+        q, k, v, state = self.read_inputs(x, state, cu_seqlens)
+        # Gates in fp32: g sums over thousands of steps inside the kernel.
+        beta = self.b_proj(x).float().sigmoid()
+        f = (self.f_proj(x).float() + self.dt_bias.float()).unflatten(-1, (self.n_heads, self.head_dim))
+        g = -self.A_log.float().exp()[:, None] * F.softplus(f)
+        o, recurrent = kda(
+            q, k, v, g, beta,
+            initial_state=state.recurrent,
+            output_final_state=True,
+            chunk_size=self.chunk_size,
+            backend=self.backend,
+            cu_seqlens=cu_seqlens,
+        )
+        gate = self.g_proj(x).unflatten(-1, (self.n_heads, self.head_v_dim))
+        y = self.o_proj((self.o_norm(o) * gate.sigmoid()).flatten(2))
+        return y, dataclasses.replace(state, recurrent=recurrent)

@@ -1,0 +1,156 @@
+"""Mamba-2 (Dao, Gu 2024): a selective state-space layer as a token mixer, on the SSD kernel.
+
+One input projection gives z (the output gate), x (the values), B and C (the state's input and
+output maps, shared by the heads of a group) and dt (a step per head). A short causal
+convolution with SiLU runs over x, B and C together; dt = softplus(dt + dt_bias); A = -exp(A_log)
+per head. Per head the state h (d_state, head_dim) follows
+
+    h_t = exp(dt_t A) h_{t-1} + dt_t B_t x_t^T;  y_t = h_t^T C_t + D x_t
+
+which is `layerzoo.kernels.ssd` with g = dt A, k = dt B, q = C, v = x and scale 1 (Mamba's own
+convention and fla's Mamba-2 mapping onto simple_gla: C reads the state unscaled; ssd's default
+K^-0.5 is linear attention's). Then the gated norm RMSNorm(y * SiLU(z)), per group as Mamba's
+`norm_before_gate=False`, and the output projection. Parameter names and layouts follow
+mamba_ssm's Mamba2 (in_proj order z, x, B, C, dt; conv over x, B, C with a bias), so its
+checkpoints map over (conv weights squeezed to (channels, width)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..blocks.norms import RMSNorm
+from ..blocks.short_conv import ShortConvolution
+from ..errors import OptionError
+from ..kernels.ssd import BACKENDS, ssd
+from ..registry import register_mixer
+from .base import Mixer, check_backend
+from .decay_gates import init_decay_rate, init_time_step_bias
+
+
+@dataclass
+class Mamba2State:
+    """Streaming state of Mamba-2; its size does not grow with the sequence.
+
+    conv: (B, conv_size - 1, d_inner + 2 * n_groups * d_state), the last inputs of the short
+    convolution over x, B, C (before it), oldest first, in the model's dtype.
+    ssm: (B, n_heads, d_state, head_dim), the state h, fp32 whatever the model's dtype.
+    """
+
+    conv: torch.Tensor
+    ssm: torch.Tensor
+
+
+@register_mixer("mamba2", test_options={"head_dim": 16, "d_state": 8, "chunk_size": 4})
+class Mamba2(Mixer):
+    """Mamba-2: a selective state space per head with a scalar decay, constant state, chunkwise-parallel.
+
+    Shapes: x (B, T, d_model) -> (B, T, d_model). d_inner = expand * d_model channels make
+    d_inner // head_dim heads; B and C (d_state wide) are shared by the heads of each of
+    n_groups groups. The defaults are Mamba-2's (head_dim 64, d_state 128, expand 2, conv 4,
+    one group): about 6 d_model^2 weights. dt_min, dt_max: the range of the initial step.
+    `backend` and `chunk_size` go to `ssd`; its "auto" runs single-token steps (decoding) as one
+    recurrent step.
+    """
+
+    packs_sequences = True
+
+    def __init__(
+        self,
+        d_model: int,
+        head_dim: int = 64,
+        d_state: int = 128,
+        expand: int = 2,
+        n_groups: int = 1,
+        conv_size: int = 4,
+        dt_min: float = 1e-3,
+        dt_max: float = 0.1,
+        norm_eps: float = 1e-5,
+        chunk_size: int = 64,
+        backend: str = "auto",
+    ):
+        super().__init__(d_model)
+        self.check_options(d_model, head_dim=head_dim, d_state=d_state, expand=expand, n_groups=n_groups,
+                           conv_size=conv_size, dt_min=dt_min, dt_max=dt_max, norm_eps=norm_eps,
+                           chunk_size=chunk_size, backend=backend)
+        self.d_inner = expand * d_model
+        self.head_dim, self.d_state, self.n_groups = head_dim, d_state, n_groups
+        self.n_heads = self.d_inner // head_dim
+        self.conv_size, self.dt_min, self.dt_max = conv_size, dt_min, dt_max
+        self.chunk_size, self.backend = chunk_size, backend
+        self.conv_dim = self.d_inner + 2 * n_groups * d_state
+        self.in_proj = nn.Linear(d_model, self.d_inner + self.conv_dim + self.n_heads, bias=False)
+        self.conv1d = ShortConvolution(self.conv_dim, conv_size, bias=True)
+        self.A_log = nn.Parameter(torch.empty(self.n_heads))
+        self.dt_bias = nn.Parameter(torch.empty(self.n_heads))
+        self.D = nn.Parameter(torch.empty(self.n_heads))
+        self.norm = RMSNorm(self.d_inner, eps=norm_eps, groups=n_groups)
+        self.out_proj = nn.Linear(self.d_inner, d_model, bias=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Mamba-2's init (decay_gates.py): A ~ U(1, 16); dt log-uniform in [dt_min, dt_max]; D = 1."""
+        init_decay_rate(self.A_log, 1, 16)
+        init_time_step_bias(self.dt_bias, self.dt_min, self.dt_max)
+        nn.init.ones_(self.D)
+
+    @classmethod
+    def check_options(cls, d_model: int, *, head_dim: int, d_state: int, expand: int, n_groups: int, conv_size: int,
+                      dt_min: float, dt_max: float, norm_eps: float, chunk_size: int, backend: str) -> None:
+        for name, value in (("head_dim", head_dim), ("d_state", d_state), ("expand", expand), ("n_groups", n_groups),
+                            ("conv_size", conv_size), ("chunk_size", chunk_size)):
+            if value < 1:
+                raise OptionError(name, f"{name} must be >= 1, got {value}")
+        if (expand * d_model) % head_dim:
+            raise OptionError("head_dim", f"d_inner = expand * d_model = {expand * d_model} is not divisible by "
+                                          f"head_dim {head_dim}")
+        n_heads = expand * d_model // head_dim
+        if n_heads % n_groups:
+            raise OptionError("n_groups", f"the {n_heads} heads (expand * d_model // head_dim) are not divisible "
+                                          f"by n_groups {n_groups}")
+        if not 0 < dt_min <= dt_max:
+            raise OptionError("dt_min", f"need 0 < dt_min <= dt_max, got dt_min {dt_min}, dt_max {dt_max}")
+        if norm_eps <= 0:
+            raise OptionError("norm_eps", f"norm_eps must be positive, got {norm_eps}")
+        check_backend("SSD", backend, BACKENDS)
+
+    def mix(self, x: torch.Tensor, state: Mamba2State | None, cu_seqlens: torch.Tensor | None):
+        streams = x.shape[0] if cu_seqlens is None else len(cu_seqlens) - 1
+        state = self.init_state(streams) if state is None else state
+        z, xbc, dt = self.in_proj(x).split([self.d_inner, self.conv_dim, self.n_heads], dim=-1)
+        xbc, conv = self.conv1d(xbc, state.conv, cu_seqlens=cu_seqlens)
+        values, B, C = xbc.split([self.d_inner, self.n_groups * self.d_state, self.n_groups * self.d_state], dim=-1)
+        values = values.unflatten(-1, (self.n_heads, self.head_dim))
+        B, C = (self._per_head(t) for t in (B, C))
+        # Gates in fp32: g sums over thousands of steps inside the kernel.
+        dt = F.softplus(dt.float() + self.dt_bias.float())
+        g = -self.A_log.float().exp() * dt
+        y, ssm = ssd(
+            C, (B * dt[..., None]).to(B.dtype), values, g,
+            scale=1.0,
+            initial_state=state.ssm,
+            output_final_state=True,
+            chunk_size=self.chunk_size,
+            backend=self.backend,
+            cu_seqlens=cu_seqlens,
+        )
+        y = y + values * self.D.to(values.dtype)[:, None]
+        y = self.norm(y.flatten(2) * F.silu(z))
+        return self.out_proj(y), Mamba2State(conv, ssm)
+
+    def _per_head(self, t: torch.Tensor) -> torch.Tensor:
+        """(B, T, n_groups * d_state) -> (B, T, n_heads, d_state): each group's map for its heads."""
+        groups = t.unflatten(-1, (self.n_groups, self.d_state))
+        return groups.repeat_interleave(self.n_heads // self.n_groups, dim=2)
+
+    def init_state(self, batch_size: int) -> Mamba2State:
+        conv = self.conv1d.init_state(batch_size)
+        ssm = self.A_log.new_zeros(batch_size, self.n_heads, self.d_state, self.head_dim, dtype=torch.float32)
+        return Mamba2State(conv, ssm)
+
+    def state_size(self, seq_len: int) -> int:
+        return (self.conv_size - 1) * self.conv_dim + self.n_heads * self.d_state * self.head_dim
