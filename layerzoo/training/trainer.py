@@ -74,6 +74,7 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
     torch.manual_seed(config.seed)  # identical initial weights on every rank
     model = build_model(spec, context)
     task = make_task(config.task.name, config.task.options, spec.model.vocab_size)
+    task.prepare(progress=progress and context.is_main)  # a corpus is tokenized once; other ranks wait for it
     eval_task = dataclasses.replace(task, split="eval") if hasattr(task, "split") else task
     checkpoint = None
     if resume:
