@@ -111,6 +111,14 @@ class EvalConfig(Section):
 
 
 @dataclass(frozen=True)
+class LogConfig(Section):
+    """Where metrics go besides metrics.jsonl: `tensorboard` also writes them as TensorBoard
+    events under <run folder>/tensorboard, to watch a run live (needs the tensorboard extra)."""
+
+    tensorboard: bool = False
+
+
+@dataclass(frozen=True)
 class TrainingConfig(Section):
     task: TaskConfig = option(factory=TaskConfig)
     seq_len: int = option(256, min=1)
@@ -124,6 +132,7 @@ class TrainingConfig(Section):
     curriculum: CurriculumConfig | None = None
     eval: EvalConfig = option(factory=EvalConfig)
     log_every: int = option(10, min=1)
+    log: LogConfig = option(factory=LogConfig)
     checkpoint_every: int | None = option(500, min=1)  # null: at the last step only (and on SIGINT/SIGTERM)
     keep_checkpoints: int | None = option(2, min=1)  # the newest K; null: all
     out_dir: str | None = None  # null: runs/<spec name>
@@ -147,7 +156,7 @@ class TrainingConfig(Section):
 # The keys a resumed run may change: how often it logs, evaluates and checkpoints, where its folder
 # is, and how the global batch is split over micro-batches or sharded (rounding only). The rest
 # decides what is trained, and a resume with a different value is refused.
-RESUME_MAY_CHANGE = ("log_every", "checkpoint_every", "keep_checkpoints", "out_dir", "eval", "grad_accum", "parallel")
+RESUME_MAY_CHANGE = ("log_every", "log", "checkpoint_every", "keep_checkpoints", "out_dir", "eval", "grad_accum", "parallel")
 
 
 def read_training(section: Any, locations: Locations, model: ModelConfig | None) -> TrainingConfig:
