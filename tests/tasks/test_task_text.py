@@ -137,9 +137,16 @@ def test_parquet_without_pyarrow_is_one_line(corpus, monkeypatch):
         text_task(folder).prepare(progress=False)
 
 
-def test_stdlib_files_are_the_standard_library_without_third_party_code():
+@pytest.mark.parametrize("pattern", ["*.py", "**/__init__.py", "json/[!_]*.py"])
+def test_stdlib_files_are_the_standard_library_without_third_party_code(pattern):
+    import glob
+    import sysconfig
+    from pathlib import Path
+
     from layerzoo.tasks.text import resolve_files
 
-    files = resolve_files(("stdlib:*.py",))
-    assert any(path.name == "os.py" for path in files)
-    assert not any("site-packages" in path.parts or "dist-packages" in path.parts for path in resolve_files(("stdlib:**/*.py",)))
+    root = Path(sysconfig.get_paths()["stdlib"])
+    expected = sorted(root / path for path in glob.glob(pattern, root_dir=root, recursive=True)
+                      if Path(path).parts[0] not in ("site-packages", "dist-packages"))
+    assert resolve_files((f"stdlib:{pattern}",)) == expected
+    assert pattern != "*.py" or root / "os.py" in expected

@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,9 +39,42 @@ def resolve_files(patterns: tuple[str, ...]) -> list[Path]:
 
 
 def stdlib_matches(pattern: str) -> list[Path]:
+    """The standard library's files that match the glob `pattern`. Walked rather than globbed, so
+    that the third-party folders (often larger than the library) are skipped, not listed."""
     root = Path(sysconfig.get_paths()["stdlib"])
-    found = sorted(glob.glob(pattern, root_dir=root, recursive=True))
-    return [root / path for path in found if Path(path).parts[0] not in THIRD_PARTY]
+    matcher = glob_regex(pattern)
+    found = []
+    for folder, subfolders, names in os.walk(root):
+        if Path(folder) == root:
+            subfolders[:] = [name for name in subfolders if name not in THIRD_PARTY]
+        relative = Path(folder).relative_to(root)
+        found += [root / relative / name for name in names if matcher.fullmatch((relative / name).as_posix())]
+    return sorted(found)
+
+
+def glob_regex(pattern: str) -> re.Pattern:
+    """glob's syntax as a regex on '/'-separated relative paths: `**/` any folders (or none), `*`
+    and `?` within one name, `[...]` a character class."""
+    parts, index = [], 0
+    while index < len(pattern):
+        if pattern.startswith("**/", index):
+            parts.append("(?:.*/)?")
+            index += 3
+        elif pattern.startswith("**", index):
+            parts.append(".*")
+            index += 2
+        elif pattern[index] in "*?":
+            parts.append("[^/]*" if pattern[index] == "*" else "[^/]")
+            index += 1
+        elif pattern[index] == "[" and "]" in pattern[index + 2:]:
+            end = pattern.index("]", index + 2)
+            body = pattern[index + 1:end]
+            parts.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            index = end + 1
+        else:
+            parts.append(re.escape(pattern[index]))
+            index += 1
+    return re.compile("".join(parts))
 
 
 def file_format(path: Path) -> str:
