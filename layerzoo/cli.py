@@ -144,10 +144,12 @@ def add_training_commands(commands) -> None:
     evaluate.add_argument("--lengths", type=int, nargs="+", help="context lengths (default: the spec's training.eval.lengths)")
     evaluate.add_argument("--depths", type=float, nargs="+", help="needle depths in [0, 1] (default: the spec's)")
     evaluate.add_argument("--window", type=int, help="test window of the SWA layers (default: the training's long window)")
-    evaluate.add_argument("--samples", type=int, help="examples per cell (default: training.eval.samples)")
+    evaluate.add_argument("--samples", type=int, help="examples per cell (default: training.eval.samples); perplexity: "
+                                                      "documents per length (default: training.eval.documents)")
     evaluate.add_argument("--chunk-size", type=int, default=1024,
                           help="perplexity: tokens per piece streamed through the model (default 1024)")
-    evaluate.add_argument("--out", help="folder for the JSON and PNG (default: the checkpoint's run folder)")
+    evaluate.add_argument("--out", help="folder for the JSON and PNG (default: the checkpoint's run folder; perplexity: "
+                                        "the PNG of all runs, each run's JSON stays in its folder)")
 
 
 def train(args: argparse.Namespace) -> int:
@@ -271,7 +273,8 @@ def evaluate_perplexity(args: argparse.Namespace, runs: list) -> int:
         window = args.window or spec.training.eval.window or spec.training.window.long
         label = run_dir.name if run_dir.name not in results else str(run_dir)
         results[label] = perplexity_report(model, spec, task, run_dir, lengths, window=window, label=label,
-                                           samples=args.samples or 8, chunk_size=args.chunk_size, plot=False)
+                                           samples=args.samples or spec.training.eval.documents,
+                                           chunk_size=args.chunk_size, plot=False)
     out = Path(args.out) if args.out else runs[0][0].directory.parent.parent
     out.mkdir(parents=True, exist_ok=True)
     windows = {result["window"] for result in results.values()}

@@ -100,7 +100,8 @@ class CurriculumConfig(Section):
 class EvalConfig(Section):
     """Periodic evaluation (every `every` steps on `samples` held-out examples at the training
     length) and the final grid: context lengths x needle depths -> accuracy, at `window`
-    (null: the schedule's long window)."""
+    (null: the schedule's long window); for the text task, loss against context length on up
+    to `documents` held-out documents per length."""
 
     every: int = option(100, min=1)
     samples: int = option(64, min=1)
@@ -108,6 +109,7 @@ class EvalConfig(Section):
     depths: tuple[float, ...] = option((0.0, 0.25, 0.5, 0.75, 1.0), min=0.0, max=1.0)
     window: int | None = option(None, min=1)
     batch_size: int = option(16, min=1)
+    documents: int = option(8, min=1)  # text: held-out documents per context length in the perplexity report
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ def perplexity_by_length(model: nn.Module, task: Text, lengths: list[int], *, sa
     """For each context length L: the mean loss (nats per token), perplexity and bits per byte of
     the first L predictions of up to `samples` documents of `task`'s split that have L + 1 tokens
     (a seeded choice; each document from its start, its first token EOS). Per position bucket
-    (positions [2^k - 1, 2^(k+1) - 1), contexts of 2^k to 2^(k+1) - 1 tokens): the same measures over
+    (position 0, then positions [2^(k-1), 2^k) for k >= 1, so L = 2^n ends a bucket): the same measures over
     the documents of the longest length that has any, so every bucket averages the same documents.
 
     Each document runs once, to the longest length it counts for, in pieces of chunk_size tokens.
@@ -59,15 +59,20 @@ def perplexity_by_length(model: nn.Module, task: Text, lengths: list[int], *, sa
                     if doc in chosen[length] and start < length:
                         totals[length] += (float(losses[:length - start].sum()), float(nbytes[:length - start].sum()))
                 if doc in chosen.get(longest, ()):
-                    bucket = torch.log2(torch.arange(start, start + len(losses), dtype=torch.float64) + 1).floor().long()
-                    np.add.at(buckets, bucket.numpy(), np.stack([losses.numpy(), nbytes.numpy(), np.ones(len(losses))], 1))
+                    bucket = position_buckets(np.arange(start, start + len(losses)))
+                    np.add.at(buckets, bucket, np.stack([losses.numpy(), nbytes.numpy(), np.ones(len(losses))], 1))
     model.train(was_training)
     rows = [measures(totals[length][0], totals[length][1], length * len(chosen[length]),
                      length=length, documents=len(chosen[length])) for length in lengths]
-    bucket_rows = [measures(loss, nbytes, int(count), first=2**k - 1, last=min(2**(k + 1) - 1, longest) - 1)
+    bucket_rows = [measures(loss, nbytes, int(count), first=2**k // 2, last=min(2**k, longest) - 1)
                    for k, (loss, nbytes, count) in enumerate(buckets) if count]
     return {"lengths": rows, "buckets": bucket_rows, "bucket_length": longest,
             "bucket_documents": len(chosen[longest]) if longest else 0, "window": window, "chunk_size": chunk_size}
+
+
+def position_buckets(positions: np.ndarray) -> np.ndarray:
+    """(N,) positions -> their buckets: 0 for position 0, k for [2^(k-1), 2^k)."""
+    return np.where(positions > 0, np.floor(np.log2(np.maximum(positions, 1))).astype(np.int64) + 1, 0)
 
 
 def stream_losses(model: nn.Module, tokens: torch.Tensor, chunk_size: int, device, autocast):

@@ -24,7 +24,11 @@ def plot_perplexity(results: dict[str, dict], path: str | Path, title: str = "")
         if result.get("train_length"):
             for axes in (left, right):
                 axes.axvline(result["train_length"], color=color, linestyle=":", linewidth=1)
-    left.set(xscale="log", xlabel="context length L (tokens)", ylabel="perplexity over the first L tokens",
+    lengths = sorted({row["length"] for result in results.values() for row in result["lengths"]})
+    left.set_xscale("log", base=2)
+    left.set_xticks(lengths, [str(length) for length in lengths])
+    left.minorticks_off()
+    left.set(xlabel="context length L (tokens)", ylabel="perplexity over the first L tokens",
              title="perplexity at each context length")
     right.set(xscale="log", xlabel="position in the document (tokens)", ylabel="bits per byte",
               title="loss by position (bits per UTF-8 byte)")

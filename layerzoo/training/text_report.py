@@ -36,7 +36,7 @@ def text_report(model: nn.Module, spec: Spec, task: Text, out_dir: str | Path, m
     lengths = spec.training.eval.lengths
     if lengths:
         perplexity_report(model, spec, task, out_dir, list(lengths), window=spec.training.eval.window or spec.training.window.long,
-                          samples=spec.training.eval.samples, context=context, autocast=autocast)
+                          samples=spec.training.eval.documents, context=context, autocast=autocast)
     return summary
 
 
