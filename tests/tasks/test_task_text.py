@@ -150,3 +150,22 @@ def test_stdlib_files_are_the_standard_library_without_third_party_code(pattern)
                       if Path(path).parts[0] not in ("site-packages", "dist-packages"))
     assert resolve_files((f"stdlib:{pattern}",)) == expected
     assert pattern != "*.py" or root / "os.py" in expected
+
+
+def build_in_another_process(folder: str, cache_folder: str) -> str:
+    os.environ["LAYERZOO_CACHE"] = cache_folder
+    task = make_task("text", {"files": [f"{folder}/*"], "tokenizer": "bpe:280"}, 280)
+    task.prepare(progress=False)
+    return str(task.shards.folder)
+
+
+def test_concurrent_builders_share_one_build(corpus, cache):  # noqa: F811
+    """As torchrun's ranks do: every process prepares; one builds under the lock, the others wait and open it."""
+    import multiprocessing
+
+    folder, _ = corpus
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        built = pool.starmap(build_in_another_process, [(str(folder), str(cache))] * 2)
+    assert built[0] == built[1]
+    assert len([path for path in (cache / "shards").iterdir() if path.is_dir()]) == 1
+    assert len([path for path in (cache / "tokenizers").iterdir() if path.is_dir()]) == 1
