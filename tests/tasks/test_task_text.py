@@ -92,6 +92,18 @@ def test_an_interrupted_build_leaves_no_cache(corpus, monkeypatch):
     assert len([path for path in root.iterdir() if path.is_dir()]) == 1
 
 
+def test_a_killed_build_is_cleared_by_the_next(tmp_path):
+    """A SIGKILLed builder leaves its partial folder (and releases the lock); the next builder removes it."""
+    from layerzoo.tasks.text.cache import built
+
+    folder = tmp_path / "key"
+    (tmp_path / "key.partial-12345").mkdir()
+    (tmp_path / "key.partial-12345" / "shard-00000.bin").write_bytes(b"half")
+    built(folder, lambda partial: (partial / "meta.json").write_text("{}"))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["key", "key.lock"]
+    assert built(folder, lambda partial: pytest.fail("rebuilt")) == folder
+
+
 def test_bpe_tokenizers_trained_by_spec_and_by_hand(corpus, tmp_path):
     folder, files = corpus
     task = text_task(folder, vocab=300, tokenizer="bpe:300", holdout=0.3)
