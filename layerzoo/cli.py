@@ -26,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
                           help="override a spec value, e.g. --set model.d_model=256 (repeatable)")
     describe.add_argument("--dump", action="store_true", help="print the resolved spec as YAML instead")
     add_training_commands(commands)
+    add_text_commands(commands)
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)
@@ -136,13 +137,21 @@ def add_training_commands(commands) -> None:
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
     train.add_argument("--compile", action="store_true",
                        help="torch.compile the model (training.compile: true): faster steps after a one-time compile")
-    evaluate = commands.add_parser("eval", help="length x depth accuracy of a checkpoint: table, JSON and heatmap PNG")
-    evaluate.add_argument("checkpoint", help="a checkpoint folder, or a run folder (its latest checkpoint)")
+    evaluate = commands.add_parser("eval", help="length x depth accuracy of a checkpoint (table, JSON, heatmap PNG), "
+                                                "or its perplexity against context length on held-out text")
+    evaluate.add_argument("checkpoint", nargs="+", help="a checkpoint folder, or a run folder (its latest checkpoint); "
+                                                        "several for --metric perplexity, drawn on one plot")
+    evaluate.add_argument("--metric", choices=("accuracy", "perplexity"),
+                          help="default: perplexity for runs of the text task, else accuracy")
     evaluate.add_argument("--lengths", type=int, nargs="+", help="context lengths (default: the spec's training.eval.lengths)")
     evaluate.add_argument("--depths", type=float, nargs="+", help="needle depths in [0, 1] (default: the spec's)")
     evaluate.add_argument("--window", type=int, help="test window of the SWA layers (default: the training's long window)")
-    evaluate.add_argument("--samples", type=int, help="examples per cell (default: training.eval.samples)")
-    evaluate.add_argument("--out", help="folder for the JSON and PNG (default: the checkpoint's run folder)")
+    evaluate.add_argument("--samples", type=int, help="examples per cell (default: training.eval.samples); perplexity: "
+                                                      "documents per length (default: training.eval.documents)")
+    evaluate.add_argument("--chunk-size", type=int, default=1024,
+                          help="perplexity: tokens per piece streamed through the model (default 1024)")
+    evaluate.add_argument("--out", help="folder for the JSON and PNG (default: the checkpoint's run folder; perplexity: "
+                                        "the PNG of all runs, each run's JSON stays in its folder)")
 
 
 def train(args: argparse.Namespace) -> int:
@@ -155,36 +164,59 @@ def train(args: argparse.Namespace) -> int:
                  progress=not args.no_progress)
     try:
         autocast = autocast_context(result.spec.training, result.context)
-        grid_report(result.model, result.spec, result.task, result.run_dir, context=result.context, autocast=autocast)
+        if result.task.name == "text":
+            from .training.text_report import text_report
+
+            text_report(result.model, result.spec, result.task, result.run_dir, result.metrics,
+                        context=result.context, autocast=autocast)
+        else:
+            grid_report(result.model, result.spec, result.task, result.run_dir, context=result.context, autocast=autocast)
     finally:
         teardown(result.context)
     return 0
 
 
 def evaluate(args: argparse.Namespace) -> int:
-    import dataclasses
     from pathlib import Path
+
+    from .training.report import grid_report
+
+    for flag in ("lengths", "samples", "window", "chunk_size"):
+        check_at_least_one(f"--{flag.replace('_', '-')}", getattr(args, flag))
+    if any(not 0 <= depth <= 1 for depth in args.depths or []):
+        raise ValueError(f"--depths must lie in [0, 1], got {args.depths}")
+    runs = [load_run(path) for path in args.checkpoint]
+    metric = args.metric or ("perplexity" if runs[0][2].name == "text" else "accuracy")
+    if metric == "perplexity":
+        return evaluate_perplexity(args, runs)
+    if len(runs) > 1:
+        raise ValueError("--metric accuracy evaluates one run at a time")
+    checkpoint, model, task = runs[0]
+    out = Path(args.out) if args.out else checkpoint.directory.parent.parent
+    grid_report(model, checkpoint.spec, task, out, lengths=args.lengths, depths=args.depths, window=args.window,
+                samples=args.samples)
+    return 0
+
+
+def load_run(path: str):
+    """(checkpoint, model with its weights, the spec's task on its held-out split) of a checkpoint
+    or run folder (its newest usable checkpoint)."""
+    import dataclasses
 
     from .assemblies import build
     from .tasks import make_task
     from .training.checkpoint import CheckpointError, load_weights, read_checkpoint
-    from .training.report import grid_report
     from .training.run_checkpoints import newest_usable
 
-    for flag in ("lengths", "samples", "window"):
-        check_at_least_one(f"--{flag}", getattr(args, flag))
-    if any(not 0 <= depth <= 1 for depth in args.depths or []):
-        raise ValueError(f"--depths must lie in [0, 1], got {args.depths}")
-
-    def load(folder: Path):
+    def load(folder):
         checkpoint = read_checkpoint(folder, training_state=False)
         model = build(checkpoint.spec)
         load_weights(checkpoint, model)
         return checkpoint, model
 
-    loaded = newest_usable(args.checkpoint, load)
+    loaded = newest_usable(path, load)
     if loaded is None:
-        raise CheckpointError(f"{args.checkpoint}: no checkpoint there (expected trainer.json or checkpoints/step-*)")
+        raise CheckpointError(f"{path}: no checkpoint there (expected trainer.json or checkpoints/step-*)")
     checkpoint, model = loaded
     spec = checkpoint.spec
     if spec.training is None:
@@ -192,12 +224,75 @@ def evaluate(args: argparse.Namespace) -> int:
     task = make_task(spec.training.task.name, spec.training.task.options, spec.model.vocab_size)
     if hasattr(task, "split"):
         task = dataclasses.replace(task, split="eval")  # held-out text
-    out = Path(args.out) if args.out else checkpoint.directory.parent.parent
-    grid_report(model, spec, task, out, lengths=args.lengths, depths=args.depths, window=args.window, samples=args.samples)
+    return checkpoint, model, task
+
+
+def add_text_commands(commands) -> None:
+    tokenizer = commands.add_parser("tokenizer", help="train a byte-level BPE tokenizer on local text")
+    actions = tokenizer.add_subparsers(dest="action", required=True)
+    training = actions.add_parser("train", help="train a byte-level BPE on files and write a tokenizer folder")
+    training.add_argument("files", nargs="+", help="text, .jsonl or .parquet files, globs, or stdlib:GLOB")
+    training.add_argument("--vocab-size", type=int, required=True, help="tokens: 256 bytes, EOS and merges (>= 257)")
+    training.add_argument("--out", required=True, help="folder to write tokenizer.json and tokenizer_config.json to")
+    training.add_argument("--field", default="text", help="the text field of .jsonl records / column of .parquet files")
+    plot = commands.add_parser("plot", help="training and validation loss, learning rate and window of runs, as a PNG")
+    plot.add_argument("runs", nargs="+", help="run folders (their metrics.jsonl), drawn on one figure")
+    plot.add_argument("--out", help="PNG path (default: <first run>/loss.png)")
+
+
+def train_tokenizer(args: argparse.Namespace) -> int:
+    from .tasks.text import documents, resolve_files, train_bpe
+
+    files = resolve_files(tuple(args.files))
+    out = train_bpe(documents(files, args.field), args.vocab_size, args.out, progress=True)
+    print(f"wrote {out / 'tokenizer.json'} ({args.vocab_size} tokens, from {len(files)} files)")
     return 0
 
 
-COMMANDS = {"specs": list_specs, "mixers": list_mixers, "describe": describe, "train": train, "eval": evaluate}
+def plot_runs(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .training.loss_plot import plot_runs as plot
+
+    out = plot(args.runs, args.out or Path(args.runs[0]) / "loss.png")
+    print(f"wrote {out}")
+    return 0
+
+
+def evaluate_perplexity(args: argparse.Namespace, runs: list) -> int:
+    """`eval --metric perplexity`: each run's table and JSON in its folder, one PNG of all runs."""
+    from pathlib import Path
+
+    from .training.perplexity_plot import plot_perplexity
+    from .training.text_report import perplexity_report
+
+    results = {}
+    for (checkpoint, model, task), path in zip(runs, args.checkpoint):
+        if task.name != "text":
+            raise ValueError(f"{path}: --metric perplexity needs a run of the text task, not {task.name}")
+        spec = checkpoint.spec
+        run_dir = checkpoint.directory.parent.parent
+        lengths = args.lengths or list(spec.training.eval.lengths or [spec.training.seq_len])
+        window = args.window or spec.training.eval.window or spec.training.window.long
+        label = run_dir.name if run_dir.name not in results else str(run_dir)
+        results[label] = perplexity_report(model, spec, task, run_dir, lengths, window=window, label=label,
+                                           samples=args.samples or spec.training.eval.documents,
+                                           chunk_size=args.chunk_size, plot=False)
+    out = Path(args.out) if args.out else runs[0][0].directory.parent.parent
+    out.mkdir(parents=True, exist_ok=True)
+    windows = {result["window"] for result in results.values()}
+    png = out / f"perplexity-window{windows.pop() if len(windows) == 1 else 's'}.png"
+    plot_perplexity(results, png, title="perplexity against context length, held-out text")
+    print(f"wrote {png}")
+    return 0
+
+
+def tokenizer_command(args: argparse.Namespace) -> int:
+    return {"train": train_tokenizer}[args.action](args)
+
+
+COMMANDS = {"specs": list_specs, "mixers": list_mixers, "describe": describe, "train": train, "eval": evaluate,
+            "tokenizer": tokenizer_command, "plot": plot_runs}
 
 if __name__ == "__main__":
     sys.exit(main())

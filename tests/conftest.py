@@ -19,6 +19,17 @@ PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 settings.load_profile(PROFILE)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def private_cache(tmp_path_factory):
+    """The text task's cache of the whole session lives in a temporary folder, not ~/.cache."""
+    before = os.environ.get("LAYERZOO_CACHE")
+    os.environ["LAYERZOO_CACHE"] = str(tmp_path_factory.mktemp("layerzoo-cache"))
+    yield
+    if before is None:
+        os.environ.pop("LAYERZOO_CACHE")
+    else:
+        os.environ["LAYERZOO_CACHE"] = before
+
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked slow run with the thorough profile only, so the CI profile stays quick."""

@@ -10,8 +10,9 @@ from .base import IGNORE, Batch, Task, example_seed
 from .byte_lm import ByteLM
 from .mqar import MQAR
 from .niah import NIAH, VARIANTS
+from .text import Text
 
-TASKS: dict[str, type[Task]] = {task.name: task for task in (MQAR, NIAH, ByteLM)}
+TASKS: dict[str, type[Task]] = {task.name: task for task in (MQAR, NIAH, ByteLM, Text)}
 
 
 def make_task(name: str, options: dict[str, Any], vocab_size: int) -> Task:
@@ -26,4 +27,4 @@ def make_task(name: str, options: dict[str, Any], vocab_size: int) -> Task:
     return task
 
 
-__all__ = ["IGNORE", "TASKS", "VARIANTS", "Batch", "ByteLM", "MQAR", "NIAH", "Task", "example_seed", "make_task"]
+__all__ = ["IGNORE", "TASKS", "VARIANTS", "Batch", "ByteLM", "MQAR", "NIAH", "Task", "Text", "example_seed", "make_task"]

@@ -58,6 +58,9 @@ class Task(Section):
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
+    def prepare(self, progress: bool = True) -> None:
+        """Build what the task reads before its first batch (a corpus's token cache); most have nothing."""
+
     def min_seq_len(self) -> int:
         """The shortest sequence an example fits in."""
         return 2

@@ -100,7 +100,8 @@ class CurriculumConfig(Section):
 class EvalConfig(Section):
     """Periodic evaluation (every `every` steps on `samples` held-out examples at the training
     length) and the final grid: context lengths x needle depths -> accuracy, at `window`
-    (null: the schedule's long window)."""
+    (null: the schedule's long window); for the text task, loss against context length on up
+    to `documents` held-out documents per length."""
 
     every: int = option(100, min=1)
     samples: int = option(64, min=1)
@@ -108,6 +109,15 @@ class EvalConfig(Section):
     depths: tuple[float, ...] = option((0.0, 0.25, 0.5, 0.75, 1.0), min=0.0, max=1.0)
     window: int | None = option(None, min=1)
     batch_size: int = option(16, min=1)
+    documents: int = option(8, min=1)  # text: held-out documents per context length in the perplexity report
+
+
+@dataclass(frozen=True)
+class LogConfig(Section):
+    """Where metrics go besides metrics.jsonl: `tensorboard` also writes them as TensorBoard
+    events under <run folder>/tensorboard, to watch a run live (needs the tensorboard extra)."""
+
+    tensorboard: bool = False
 
 
 @dataclass(frozen=True)
@@ -125,6 +135,7 @@ class TrainingConfig(Section):
     curriculum: CurriculumConfig | None = None
     eval: EvalConfig = option(factory=EvalConfig)
     log_every: int = option(10, min=1)
+    log: LogConfig = option(factory=LogConfig)
     checkpoint_every: int | None = option(500, min=1)  # null: at the last step only (and on SIGINT/SIGTERM)
     keep_checkpoints: int | None = option(2, min=1)  # the newest K; null: all
     out_dir: str | None = None  # null: runs/<spec name>
@@ -150,8 +161,8 @@ class TrainingConfig(Section):
 # The keys a resumed run may change: how often it logs, evaluates and checkpoints, where its folder
 # is, and how the global batch is split over micro-batches or sharded, or compiled (rounding only).
 # The rest decides what is trained, and a resume with a different value is refused.
-RESUME_MAY_CHANGE = ("log_every", "checkpoint_every", "keep_checkpoints", "out_dir", "eval", "grad_accum", "parallel",
-                     "compile")
+RESUME_MAY_CHANGE = ("log_every", "log", "checkpoint_every", "keep_checkpoints", "out_dir", "eval", "grad_accum",
+                     "parallel", "compile")
 
 
 def read_training(section: Any, locations: Locations, model: ModelConfig | None) -> TrainingConfig:

@@ -17,10 +17,12 @@ from typing import Any
 
 class MetricsLog:
     """Appends records to `path`, keeping only the existing records of steps <= keep_through
-    (0 for a new run: an empty log). A None path (ranks other than 0) writes nothing."""
+    (0 for a new run: an empty log). A None path (ranks other than 0) writes nothing. Each record
+    also goes to the `mirrors` (objects with write(record), e.g. a TensorBoard log)."""
 
-    def __init__(self, path: Path | None, keep_through: int):
+    def __init__(self, path: Path | None, keep_through: int, mirrors: list = ()):
         self.path = path
+        self.mirrors = list(mirrors)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             kept = [record for record in read_records(path) if record["step"] <= keep_through]
@@ -32,6 +34,8 @@ class MetricsLog:
         if self.path is not None:
             with self.path.open("a") as file:
                 file.write(strict_line(record))
+        for mirror in self.mirrors:
+            mirror.write(record)
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:

@@ -1,5 +1,6 @@
 """A run folder holds one run: spec.yaml (written when the run starts), metrics.jsonl,
-checkpoints/ and the eval-window* reports.
+checkpoints/, the eval-window* reports, and for text runs text-report.json, the
+perplexity-window* reports, loss.png and tensorboard/.
 
 Training into a folder that holds anything needs `resume` (continue the run that is there) or
 `overwrite` (remove that run's files first; files that are not a run's are left alone), so two
@@ -14,7 +15,8 @@ from pathlib import Path
 from ..specs import Spec
 from .errors import TrainingError
 
-RUN_FILES = ("spec.yaml", "metrics.jsonl", "metrics.jsonl.partial", "checkpoints", "eval-window*.json", "eval-window*.png")
+RUN_FILES = ("spec.yaml", "metrics.jsonl", "metrics.jsonl.partial", "checkpoints", "eval-window*.json", "eval-window*.png",
+             "text-report.json", "perplexity-window*.json", "perplexity-window*.png", "loss.png", "tensorboard")
 
 
 def default_run_dir(spec: Spec) -> Path:

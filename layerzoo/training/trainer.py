@@ -38,6 +38,7 @@ from .resume import read_for_resume
 from .run_checkpoints import checkpoint_dir, newest_usable, prune_checkpoints
 from .run_folder import check_run_folder, default_run_dir, start_run_folder
 from .schedules import WindowSchedule, learning_rate
+from .tensorboard import TensorBoardLog
 
 
 @dataclasses.dataclass
@@ -74,6 +75,7 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
     torch.manual_seed(config.seed)  # identical initial weights on every rank
     model = build_model(spec, context)
     task = make_task(config.task.name, config.task.options, spec.model.vocab_size)
+    task.prepare(progress=progress and context.is_main)  # a corpus is tokenized once; other ranks wait for it
     eval_task = dataclasses.replace(task, split="eval") if hasattr(task, "split") else task
     checkpoint = None
     if resume:
@@ -94,11 +96,14 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
     windows = WindowSchedule(config.window, config.steps, config.seed)
     curriculum = make_curriculum(config, model)
     autocast = autocast_context(config, context)
-    log = MetricsLog(run_dir / "metrics.jsonl" if context.is_main else None, keep_through=start_step)
+    mirrors = [TensorBoardLog(run_dir / "tensorboard", start_step + 1)] if config.log.tensorboard and context.is_main else []
+    log = MetricsLog(run_dir / "metrics.jsonl" if context.is_main else None, keep_through=start_step, mirrors=mirrors)
     bar = tqdm(total=config.steps, initial=start_step, unit="step", dynamic_ncols=True, mininterval=0.5,
                disable=not (progress and context.is_main))
     started, tokens_seen, metrics, saved = time.perf_counter(), 0, {}, start_step or None
-    with bar, StopSignals() as signals:
+    with bar, StopSignals() as signals, contextlib.ExitStack() as closing:
+        for mirror in mirrors:
+            closing.callback(mirror.close)  # flushed however the loop ends
         for step in range(start_step, config.steps):
             window = windows.window(step)
             if window is not None:

@@ -9,14 +9,15 @@ import layerzoo
 from layerzoo.tasks import IGNORE, TASKS, make_task
 from layerzoo.training.trainer import train
 
-VOCAB = 256
+VOCAB = 257
 
 
 @pytest.fixture(scope="module")
 def options(tmp_path_factory):
     text = tmp_path_factory.mktemp("text") / "text.txt"
     text.write_text("the quick brown fox jumps over the lazy dog. " * 40)
-    return {"bytes": {"paths": [str(text)]}}
+    text.with_name("more.txt").write_text("pack my box with five dozen liquor jugs. " * 30)
+    return {"bytes": {"paths": [str(text)]}, "text": {"files": [str(text), str(text.with_name("more.txt"))]}}
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))
