@@ -166,7 +166,7 @@ def evaluate(args: argparse.Namespace) -> int:
     from .tasks import make_task
     from .training.checkpoint import CheckpointError, load_weights, read_checkpoint
     from .training.report import grid_report
-    from .training.run_checkpoints import newest_usable
+    from .training.run_checkpoints import load_newest
 
     for flag in ("lengths", "samples", "window"):
         check_at_least_one(f"--{flag}", getattr(args, flag))
@@ -179,10 +179,7 @@ def evaluate(args: argparse.Namespace) -> int:
         load_weights(checkpoint, model)
         return checkpoint, model
 
-    loaded = newest_usable(args.checkpoint, load)
-    if loaded is None:
-        raise CheckpointError(f"{args.checkpoint}: no checkpoint there (expected trainer.json or checkpoints/step-*)")
-    checkpoint, model = loaded
+    checkpoint, model = load_newest(args.checkpoint, load)
     spec = checkpoint.spec
     if spec.training is None:
         raise CheckpointError(f"{checkpoint.directory}: its spec has no training: section naming a task")
