@@ -3,11 +3,11 @@
     import layerzoo.hf                                  # registers "layerzoo" with the Auto classes
     model = AutoModelForCausalLM.from_pretrained(folder)  # no trust_remote_code: the code is here
 
-Importing `layerzoo.hf` (not plain `layerzoo`) registers LayerzooConfig with AutoConfig and
-LayerzooForCausalLM with AutoModel and AutoModelForCausalLM (AutoTokenizer falls back to the
-fast tokenizer a folder's tokenizer.json describes). It is its own import because transformers'
-model classes take seconds to import, as long again as layerzoo itself; `import layerzoo` stays
-free of them. Needs the `hf` extra (transformers).
+Importing `layerzoo.hf` (not plain `layerzoo`) registers LayerzooConfig with AutoConfig,
+LayerzooForCausalLM with AutoModel and AutoModelForCausalLM, and with AutoTokenizer the fast
+tokenizer a folder's tokenizer.json describes. It is its own import because transformers' model
+classes take seconds to import, longer than layerzoo itself; `import layerzoo` stays free of
+them. Needs the `hf` extra (transformers).
 """
 
 try:

@@ -154,10 +154,12 @@ def causal_loss(logits: torch.Tensor, labels: torch.Tensor, num_items: int | tor
     return F.cross_entropy(predictions, targets, ignore_index=IGNORE_INDEX, reduction="sum") / num_items
 
 
-# Arguments transformers' callers may pass that change nothing here: positions live in the
-# states (cache_position, position_ids from older versions), and outputs this model does not give
-# asked for as off.
-HARMLESS = {"cache_position", "position_ids", "num_items_in_batch"}
+# Arguments transformers' callers may pass that change nothing here: each row's position lives in
+# the states (cache_position, which older versions of generate pass), a decoder has no segments
+# (token_type_ids, which tokenizers return), num_items_in_batch is read by the loss. Any other
+# argument (position_ids too: positions cannot be set from outside) is refused unless it is None
+# or False (an output this model does not give, asked off).
+HARMLESS = {"cache_position", "token_type_ids", "num_items_in_batch"}
 
 
 def check_ignored(arguments: dict[str, Any]) -> None:
