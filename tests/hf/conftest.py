@@ -1,12 +1,11 @@
-"""The shipped tiny specs a transformers model can be made of (every one but ARMT), as models."""
+"""Models of the shipped tiny specs, as transformers models."""
 
 import pytest
 import torch
 
-import layerzoo
 from layerzoo.hf import LayerzooForCausalLM
 
-TINY = [name for name in layerzoo.shipped_specs() if name.endswith("-tiny") and layerzoo.load_spec(name).armt is None]
+from hf_inputs import TINY
 
 
 @pytest.fixture(scope="module", params=TINY)
@@ -20,8 +19,3 @@ def swax() -> LayerzooForCausalLM:
     """One hybrid (SWA and mLSTM) for the tests that are about transformers' side, not the mixers."""
     torch.manual_seed(0)
     return LayerzooForCausalLM.from_spec("swax-tiny").eval()
-
-
-def prompts(lengths: list[int], vocab: int, seed: int = 1) -> list[torch.Tensor]:
-    generator = torch.Generator().manual_seed(seed)
-    return [torch.randint(1, vocab, (length,), generator=generator) for length in lengths]
