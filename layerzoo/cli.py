@@ -1,4 +1,4 @@
-"""The `layerzoo` command: list mixers and specs, describe, train and evaluate a spec's model.
+"""The `layerzoo` command: list mixers and specs, describe, train and evaluate a spec's model, export it to transformers.
 
 Errors a user can fix (a bad spec, option or file) print as one line, without a traceback.
 """
@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     describe.add_argument("--dump", action="store_true", help="print the resolved spec as YAML instead")
     add_training_commands(commands)
     add_text_commands(commands)
+    add_hf_commands(commands)
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)
@@ -206,7 +207,7 @@ def load_run(path: str):
     from .assemblies import build
     from .tasks import make_task
     from .training.checkpoint import CheckpointError, load_weights, read_checkpoint
-    from .training.run_checkpoints import newest_usable
+    from .training.run_checkpoints import load_newest
 
     def load(folder):
         checkpoint = read_checkpoint(folder, training_state=False)
@@ -214,10 +215,7 @@ def load_run(path: str):
         load_weights(checkpoint, model)
         return checkpoint, model
 
-    loaded = newest_usable(path, load)
-    if loaded is None:
-        raise CheckpointError(f"{path}: no checkpoint there (expected trainer.json or checkpoints/step-*)")
-    checkpoint, model = loaded
+    checkpoint, model = load_newest(path, load)
     spec = checkpoint.spec
     if spec.training is None:
         raise CheckpointError(f"{checkpoint.directory}: its spec has no training: section naming a task")
@@ -291,8 +289,38 @@ def tokenizer_command(args: argparse.Namespace) -> int:
     return {"train": train_tokenizer}[args.action](args)
 
 
+def add_hf_commands(commands) -> None:
+    export = commands.add_parser("export", help="a run's newest checkpoint (and tokenizer) as a transformers folder")
+    export.add_argument("run", help="a run folder (its newest usable checkpoint) or a checkpoint folder")
+    export.add_argument("out_dir", help="the folder to write (new or empty): config.json, model.safetensors, tokenizer")
+    # No option prefix that lm_eval's arguments could start with: every one of them is passed on as it is.
+    harness = commands.add_parser("lm-eval", prefix_chars="\0", add_help=False,
+                                  help="lm-evaluation-harness's command line (lm_eval ARGS...) with layerzoo models registered")
+    harness.add_argument("arguments", nargs=argparse.REMAINDER)
+
+
+def export(args: argparse.Namespace) -> int:
+    try:
+        from .hf.export import export_run
+    except ImportError as error:  # transformers is an extra; its absence is one line too
+        raise LayerzooError(str(error)) from None
+    checkpoint = export_run(args.run, args.out_dir)
+    print(f"exported {checkpoint} to {args.out_dir}; load it with `import layerzoo.hf` and "
+          "AutoModelForCausalLM.from_pretrained")
+    return 0
+
+
+def lm_eval(args: argparse.Namespace) -> int:
+    try:
+        from .hf.harness import run_lm_eval
+
+        return run_lm_eval(args.arguments)
+    except ImportError as error:  # transformers or lm-evaluation-harness missing: the extra to install, in one line
+        raise LayerzooError(str(error)) from None
+
+
 COMMANDS = {"specs": list_specs, "mixers": list_mixers, "describe": describe, "train": train, "eval": evaluate,
-            "tokenizer": tokenizer_command, "plot": plot_runs}
+            "tokenizer": tokenizer_command, "plot": plot_runs, "export": export, "lm-eval": lm_eval}
 
 if __name__ == "__main__":
     sys.exit(main())

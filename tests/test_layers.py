@@ -29,6 +29,7 @@ LAYERS = (
     ("training",),
     ("",),
     ("testing",),
+    ("hf",),  # above the facade: `import layerzoo` never pulls in transformers (layerzoo/hf/__init__.py says why)
     ("cli", "__main__"),
 )
 

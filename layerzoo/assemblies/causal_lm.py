@@ -21,6 +21,8 @@ class CausalLM(nn.Module):
 
     forward(input_ids (B, T) long) -> logits (B, T, vocab_size), or (logits, state) with
     return_state, where state is a list of per-layer mixer states to pass back in to continue.
+    logits_to_keep K > 0: logits (B, K, vocab_size) of the last K positions only (a long prompt's
+    next token needs one row of the head's output, not T).
     Sequences of different lengths: `attention_mask` (B, T), 1 at real tokens and 0 at padding
     (left padding to continue prompts), or `cu_seqlens`, the offsets of sequences packed into one
     row (B = 1). Either way the real tokens run packed, nothing crosses from one sequence to
@@ -54,14 +56,16 @@ class CausalLM(nn.Module):
         return list(self.blocks)
 
     def forward(self, input_ids: torch.Tensor, state: list[Any] | None = None, return_state: bool = False, *,
-                attention_mask: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None):
+                attention_mask: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
+                logits_to_keep: int = 0):
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be (batch, length), got shape {tuple(input_ids.shape)}")
         return self.forward_embeddings(self.embedding(input_ids), state, return_state,
-                                       attention_mask=attention_mask, cu_seqlens=cu_seqlens)
+                                       attention_mask=attention_mask, cu_seqlens=cu_seqlens, logits_to_keep=logits_to_keep)
 
     def forward_embeddings(self, x: torch.Tensor, state: list[Any] | None = None, return_state: bool = False, *,
-                           attention_mask: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None):
+                           attention_mask: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
+                           logits_to_keep: int = 0):
         """forward from token embeddings x (B, T, d_model), e.g. with ARMT's memory tokens appended."""
         if state is not None and len(state) != len(self.blocks):
             raise ValueError(f"state has {len(state)} layers, the model {len(self.blocks)}")
@@ -76,6 +80,10 @@ class CausalLM(nn.Module):
         for index, block in enumerate(self.blocks):
             x, layer_state = block(x, None if state is None else state[index], return_state=True, cu_seqlens=cu_seqlens)
             new_state.append(layer_state)
+        if logits_to_keep:
+            if packing is not None:  # back in rows first, so that only the kept columns reach the head
+                x, packing = packing.unpack(x), None
+            x = x[:, -logits_to_keep:]
         logits = self.head(self.final_norm(x))
         if self.config.logit_softcap:
             cap = self.config.logit_softcap

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -12,7 +13,8 @@ from ..blocks.packing import Packing
 @torch.no_grad()
 def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, temperature: float = 0.0,
              top_k: int | None = None, generator: torch.Generator | None = None,
-             prefill_chunk_size: int | None = None, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+             prefill_chunk_size: int | None = None, attention_mask: torch.Tensor | None = None,
+             state: Any = None) -> torch.Tensor:
     """Continue `input_ids` (B, T) by `max_new_tokens`; returns (B, T + max_new_tokens).
 
     temperature 0 is greedy argmax; otherwise sample from softmax(logits / temperature), restricted
@@ -24,6 +26,9 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, temperature
     attention_mask (B, T): prompts of different lengths in one batch, 1 at real tokens and 0 at
     padding (left padding keeps each row's new tokens next to its prompt). Each row continues
     from its own last real token and generates what it would alone.
+
+    state: what the model returned after reading earlier tokens of these rows (a prefix read in
+    pieces, a conversation so far); input_ids continue it. None: the rows start here.
     """
     if input_ids.dim() != 2 or input_ids.shape[1] == 0:
         raise ValueError(f"input_ids must be (batch, length >= 1), got shape {tuple(input_ids.shape)}")
@@ -35,7 +40,7 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, temperature
         Packing.from_mask(attention_mask, input_ids.shape)  # its one-line errors, before any work
         if not bool(attention_mask.bool().any(dim=1).all()):
             raise ValueError("attention_mask: every prompt needs at least one real token")
-    state, last = None, None
+    last = None
     chunk = prefill_chunk_size or input_ids.shape[1]
     masks = [None] * len(input_ids.split(chunk, dim=1)) if attention_mask is None else attention_mask.split(chunk, dim=1)
     for piece, mask in zip(input_ids.split(chunk, dim=1), masks):

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from .checkpoint import UnusableCheckpoint
+from .checkpoint import CheckpointError, UnusableCheckpoint
 
 log = logging.getLogger(__name__)
 Loaded = TypeVar("Loaded")
@@ -54,6 +54,14 @@ def newest_usable(path: str | Path, load: Callable[[Path], Loaded], report: bool
             if report:
                 log.warning("layerzoo: %s; trying %s", error, candidates[index + 1].name)
     return None
+
+
+def load_newest(path: str | Path, load: Callable[[Path], Loaded]) -> Loaded:
+    """newest_usable(path, load), or a CheckpointError when `path` holds no checkpoint at all."""
+    loaded = newest_usable(path, load)
+    if loaded is None:
+        raise CheckpointError(f"{path}: no checkpoint there (expected trainer.json or checkpoints/step-*)")
+    return loaded
 
 
 def prune_checkpoints(run_dir: str | Path, step: int, keep: int | None) -> None:

@@ -1,4 +1,5 @@
-"""Sampling temperatures: a bad one is a one-line error; a positive one, however small, samples."""
+"""Sampling temperatures: a bad one is a one-line error; a positive one, however small, samples.
+Generating from a state continues it."""
 
 import pytest
 import torch
@@ -24,3 +25,10 @@ def test_a_tiny_temperature_samples_the_most_likely_token(model, temperature):
     greedy = model.generate(prompt, 6)
     sampled = model.generate(prompt, 6, temperature=temperature, generator=torch.Generator().manual_seed(2))
     assert torch.equal(sampled, greedy)
+
+
+def test_generating_from_a_state_continues_the_rows_it_holds(model):
+    prompt = torch.randint(0, 256, (2, 9), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        _, state = model(prompt[:, :6], return_state=True)
+    assert torch.equal(model.generate(prompt[:, 6:], 5, state=state), model.generate(prompt, 5)[:, 6:])

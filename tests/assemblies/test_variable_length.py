@@ -36,6 +36,16 @@ def test_a_padded_batch_gives_each_row_its_logits_alone(model, lengths, seed, si
         assert not logits[mask == 0].any()
 
 
+@pytest.mark.parametrize("keep", [1, 3])
+def test_logits_to_keep_gives_the_last_columns_of_a_padded_batch(model, keep):
+    if isinstance(model, layerzoo.ARMT):
+        pytest.skip("logits_to_keep is the causal LM's (transformers' generate asks for it); ARMT has none")
+    batch, mask = padded_batch(prompts_of([6, 2, 4], model.config.vocab_size, seed=3), "left")
+    with torch.no_grad():
+        assert_close(model(batch, attention_mask=mask, logits_to_keep=keep), model(batch, attention_mask=mask)[:, -keep:])
+        assert_close(model(batch, logits_to_keep=keep), model(batch)[:, -keep:])
+
+
 @given(lengths=st.lists(st.integers(1, 20), min_size=1, max_size=4), seed=st.integers(0, 2**16))
 def test_documents_packed_into_one_row_see_nothing_of_each_other(model, lengths, seed):
     documents = prompts_of(lengths, model.config.vocab_size, seed)

@@ -1,0 +1,49 @@
+"""`export_run`: a training run's newest checkpoint as a transformers folder (`layerzoo export RUN OUT_DIR`).
+
+The folder holds config.json (the resolved model section), model.safetensors and
+generation_config.json, and the run's tokenizer when it has one, by this convention: a
+`tokenizer/` folder in the run folder (what a tokenizer's save_pretrained writes) is copied file
+by file, else a `tokenizer.json` there (a `tokenizers` file) is copied alone; AutoTokenizer reads
+either, as the fast tokenizer that file describes.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from ..training.checkpoint import load_weights, read_checkpoint
+from ..training.run_checkpoints import load_newest
+from .config import LayerzooConfig
+from .model import HFError, LayerzooForCausalLM, check_exportable
+
+
+def export_run(run: str | Path, out_dir: str | Path) -> Path:
+    """Write the newest usable checkpoint of `run` (a run folder, or one checkpoint folder) and
+    the run's tokenizer to `out_dir`, which must be new or empty; returns the checkpoint exported."""
+    run, out_dir = Path(run), Path(out_dir)
+    if not run.is_dir():
+        raise HFError(f"{run}: no such run folder")
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise HFError(f"{out_dir}: exists and is not an empty folder; export into a new one")
+
+    def load(folder: Path) -> tuple[Path, LayerzooForCausalLM]:
+        checkpoint = read_checkpoint(folder, training_state=False)
+        check_exportable(checkpoint.spec)
+        model = LayerzooForCausalLM(LayerzooConfig.from_model_config(checkpoint.spec.model))
+        load_weights(checkpoint, model.model)
+        return checkpoint.directory, model
+
+    checkpoint, model = load_newest(run, load)
+    model.save_pretrained(out_dir)
+    copy_tokenizer(checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else run, out_dir)
+    return checkpoint
+
+
+def copy_tokenizer(run: Path, out_dir: Path) -> None:
+    """The run's `tokenizer/` folder's files, else its tokenizer.json, into out_dir (nothing when it has neither)."""
+    folder = run / "tokenizer"
+    files = sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else [run / "tokenizer.json"]
+    for path in files:
+        if path.is_file():
+            shutil.copy2(path, out_dir / path.name)

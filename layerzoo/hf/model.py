@@ -1,0 +1,192 @@
+"""`LayerzooForCausalLM`: a layerzoo CausalLM as a transformers causal LM.
+
+    model = LayerzooForCausalLM.from_spec("swax-tiny", ["model.d_model=128"])
+    model.save_pretrained("out")                      # config.json + model.safetensors
+    model = AutoModelForCausalLM.from_pretrained("out")  # after `import layerzoo.hf`
+    out = model.generate(ids, attention_mask=mask, do_sample=True, top_p=0.9, max_new_tokens=32)
+
+The weights live in `self.model`, the CausalLM, unchanged; this class maps transformers'
+conventions onto it. Generation runs on a LayerzooCache of the mixers' states, and each row
+keeps its own positions in them, so a left-padded batch needs no position_ids: padding never
+enters a state.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+from ..assemblies.causal_lm import CausalLM
+from ..blocks.rotary import Rotary
+from ..errors import LayerzooError
+from ..specs import Spec, load_spec
+from .cache import LayerzooCache
+from .config import LayerzooConfig
+
+IGNORE_INDEX = -100  # labels not scored: transformers' and torch's convention
+# transformers 5.x renamed the output's `past_key_values` to `cache`: fill whichever it has
+CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+
+class HFError(LayerzooError, ValueError):
+    """A folder or spec that cannot become (or be loaded as) a transformers model, in one line."""
+
+
+class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
+    """forward(input_ids (B, T), attention_mask (B, M >= T) or None, labels (B, T) or None,
+    cache / past_key_values, use_cache, logits_to_keep) -> CausalLMOutputWithPast: logits
+    (B, T or logits_to_keep, vocab_size) fp32 or the model's dtype, loss (0-d) with labels, cache
+    (a LayerzooCache) with use_cache.
+
+    attention_mask is transformers' growing mask: it covers the columns already in the cache and
+    these T; its last T columns say which of input_ids are real (1) and which padding (0).
+    """
+
+    config_class = LayerzooConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    _is_stateful = True  # transformers then refuses assisted decoding itself: states cannot roll back
+    _no_split_modules = ["Block"]
+    _tied_weights_keys = {"model.head.weight": "model.embedding.weight"}  # used when config.tie_word_embeddings
+
+    def __init__(self, config: LayerzooConfig):
+        super().__init__(config)
+        self.model = CausalLM(config.model_config())
+        self.post_init()
+
+    @classmethod
+    def from_spec(cls, spec: str | Path | dict | Spec, overrides: list[str] = (), **config: Any) -> LayerzooForCausalLM:
+        """A freshly initialised model from a spec (shipped name, YAML path, dict or Spec) and
+        `--set`-style overrides; `config` sets other LayerzooConfig fields (eos_token_id, ...)."""
+        spec = load_spec(spec, overrides)
+        check_exportable(spec)
+        return cls(LayerzooConfig.from_model_config(spec.model, **config))
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | Path, *args: Any, **kwargs: Any):
+        """Load a folder save_pretrained wrote; local folders only, never the Hub."""
+        check_layerzoo_folder(pretrained_model_name_or_path)
+        kwargs.setdefault("local_files_only", True)
+        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        # Construction initialised every weight the layerzoo way and loading replaces them; only
+        # RoPE's frequencies, a buffer outside the state dict, are left to recompute after a load.
+        if isinstance(module, Rotary):
+            module.reset_parameters()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.embedding
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.model.embedding = value
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.model.head
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.model.head = value
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None, cache: LayerzooCache | None = None, use_cache: bool | None = None,
+                logits_to_keep: int = 0, past_key_values: LayerzooCache | None = None,
+                return_dict: bool | None = None, **ignored: Any) -> CausalLMOutputWithPast:
+        check_ignored(ignored)
+        cache = cache if cache is not None else past_key_values
+        if cache is not None and not isinstance(cache, LayerzooCache):
+            raise HFError(f"LayerzooForCausalLM takes a LayerzooCache of its mixers' states, got {type(cache).__name__}")
+        if use_cache is None:
+            use_cache = self.config.use_cache and labels is None
+        logits, states = self.model(input_ids, None if cache is None else cache.states, return_state=True,
+                                    attention_mask=piece_mask(attention_mask, input_ids.shape),
+                                    logits_to_keep=0 if labels is not None else logits_to_keep)
+        loss = None if labels is None else causal_loss(logits, labels, ignored.get("num_items_in_batch"))
+        if use_cache:
+            cache = cache if cache is not None else LayerzooCache()
+            cache.advance(states, input_ids.shape[1])
+        output = CausalLMOutputWithPast(loss=loss, logits=logits, **{CACHE_FIELD: cache if use_cache else None})
+        return output if return_dict is not False else output.to_tuple()
+
+    def _prepare_cache_for_generation(self, generation_config, model_kwargs: dict, *args: Any, **kwargs: Any) -> None:
+        """generate's hook: an empty LayerzooCache to fill (transformers would make a key/value one).
+        Made before the prompt is read, so chunked prefill (prefill_chunk_size) works."""
+        given = model_kwargs.get("cache", model_kwargs.get("past_key_values"))
+        if generation_config.cache_implementation is not None:
+            raise HFError(f"cache_implementation={generation_config.cache_implementation!r}: a layerzoo model "
+                          "keeps its mixers' states in its own LayerzooCache; leave cache_implementation unset")
+        if given is not None:
+            if not isinstance(given, LayerzooCache):
+                raise HFError(f"LayerzooForCausalLM takes a LayerzooCache of its mixers' states, got {type(given).__name__}")
+            given._is_user_defined = True  # transformers' mark: the cache outlives generate
+        elif generation_config.use_cache is not False:
+            model_kwargs["cache"] = LayerzooCache(n_layers=len(self.model.blocks))
+
+
+def piece_mask(attention_mask: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | None:
+    """The (B, T) mask of this call's tokens from transformers' (B, M >= T) one; None when every
+    token is real (the common decoding step skips packing)."""
+    if attention_mask is None:
+        return None
+    if attention_mask.dim() != 2 or attention_mask.shape[0] != shape[0] or attention_mask.shape[1] < shape[1]:
+        raise HFError(f"attention_mask must be (batch, columns so far >= {shape[1]}) for input_ids of shape "
+                      f"{tuple(shape)}, got {tuple(attention_mask.shape)}")
+    piece = attention_mask[:, attention_mask.shape[1] - shape[1]:]
+    return None if bool(piece.bool().all()) else piece
+
+
+def causal_loss(logits: torch.Tensor, labels: torch.Tensor, num_items: int | torch.Tensor | None = None) -> torch.Tensor:
+    """Mean next-token cross-entropy: logits (B, T, V) at t predict labels (B, T) at t + 1
+    (transformers' convention: labels are the inputs, shifted here), IGNORE_INDEX skipped; with
+    num_items (transformers' Trainer under gradient accumulation) the sum over that count."""
+    if labels.shape != logits.shape[:2]:
+        raise HFError(f"labels must have the shape of input_ids {tuple(logits.shape[:2])}, got {tuple(labels.shape)}")
+    targets = labels[:, 1:].flatten()
+    predictions = logits[:, :-1].flatten(0, 1).float()
+    if num_items is None:
+        return F.cross_entropy(predictions, targets, ignore_index=IGNORE_INDEX)
+    return F.cross_entropy(predictions, targets, ignore_index=IGNORE_INDEX, reduction="sum") / num_items
+
+
+# Arguments transformers' callers may pass that change nothing here: each row's position lives in
+# the states (cache_position, which older versions of generate pass), a decoder has no segments
+# (token_type_ids, which tokenizers return), num_items_in_batch is read by the loss. Any other
+# argument (position_ids too: positions cannot be set from outside) is refused unless it is None
+# or False (an output this model does not give, asked off).
+HARMLESS = {"cache_position", "token_type_ids", "num_items_in_batch"}
+
+
+def check_ignored(arguments: dict[str, Any]) -> None:
+    for name, value in arguments.items():
+        if name not in HARMLESS and value is not None and value is not False:
+            raise HFError(f"LayerzooForCausalLM.forward does not take {name}={type(value).__name__} "
+                          "(it takes input_ids, attention_mask, labels, cache, use_cache, logits_to_keep)")
+
+
+def check_exportable(spec: Spec) -> None:
+    """HFError unless the spec is a plain causal LM (no ARMT)."""
+    if spec.armt is not None or spec.model is None:
+        raise HFError(f"{spec.name or spec.source}: ARMT models are not exported to transformers: their memory is "
+                      "written at segment ends by hooks around the base model's layers, which a per-token cache "
+                      "cannot carry; use layerzoo's ARMT.generate, or save_adapter for ARMT around a Hugging Face model")
+
+
+def check_layerzoo_folder(path: str | Path) -> None:
+    """HFError unless `path` is a local folder whose config.json is a layerzoo one."""
+    config = Path(path) / "config.json"
+    if not Path(path).is_dir():
+        raise HFError(f"{path}: no such folder (layerzoo loads local folders only, never from the Hub)")
+    try:
+        model_type = json.loads(config.read_text()).get("model_type")
+    except FileNotFoundError:
+        raise HFError(f"{path}: not a saved model folder (no config.json)") from None
+    except (ValueError, UnicodeDecodeError, AttributeError) as error:
+        raise HFError(f"{config}: not a JSON object ({error})") from None
+    if model_type != LayerzooConfig.model_type:
+        raise HFError(f"{path}: model_type is {model_type!r}, not 'layerzoo'; load it with transformers' own classes")
