@@ -25,6 +25,7 @@ from torch.utils import cpp_extension
 
 from layerzoo.kernels import choose_gated_delta_backend, gated_delta_rule, gated_delta_rule_reference
 from layerzoo.kernels.gated_delta_rule import chunkwise as chunkwise_module
+from layerzoo.kernels import native_build
 from layerzoo.kernels.gated_delta_rule import native
 from layerzoo.kernels.gated_delta_rule.fla import gated_delta_rule_fla
 from layerzoo.testing import assert_close
@@ -226,7 +227,7 @@ def test_compiled_kernels_off_or_unbuildable_fall_back_to_pytorch(monkeypatch, c
     monkeypatch.setattr(cpp_extension, "load", failed_build)
     native.load_native_ops.cache_clear()
     try:
-        with caplog.at_level(logging.WARNING, logger=native.__name__):
+        with caplog.at_level(logging.WARNING, logger=native_build.__name__):
             assert native.native_ops_for(q) is None
         assert f"compiled CPU gated delta rule unavailable {reason}; using the PyTorch one" in caplog.text
         leaf = q.clone().requires_grad_()

@@ -161,7 +161,7 @@ std::vector<at::Tensor> forward(const at::Tensor &q, const at::Tensor &k, const 
 }  // namespace
 }  // namespace layerzoo_gdr
 
-TORCH_LIBRARY(layerzoo, m) {
+TORCH_LIBRARY_FRAGMENT(layerzoo, m) {
   m.def("gated_delta_rule_forward(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, float scale, "
         "Tensor(a!) state, int chunk, bool keep) -> Tensor[]");
   m.def("gated_delta_rule_backward(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, float scale, "

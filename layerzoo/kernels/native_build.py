@@ -1,0 +1,102 @@
+"""Compiled CPU kernels: C++ sources built on first use with torch.utils.cpp_extension, then loaded
+from torch's cache.
+
+A build runs once per machine, Python, torch version and source (under ~/.cache/torch_extensions,
+or $TORCH_EXTENSIONS_DIR). It needs a C++ compiler and ninja; without them, or with
+LAYERZOO_NATIVE=0, each family's chunkwise kernel runs its PyTorch code, which computes the same
+thing more slowly. Every extension registers its ops in the torch.ops.layerzoo namespace
+(TORCH_LIBRARY_FRAGMENT, so families load independently).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Iterator
+
+try:  # POSIX; elsewhere a stale lock is left to torch
+    import fcntl
+except ImportError:
+    fcntl = None
+
+import torch
+
+log = logging.getLogger(__name__)
+
+
+def turned_off() -> bool:
+    """Whether LAYERZOO_NATIVE=0 asks for the PyTorch kernels everywhere."""
+    return os.environ.get("LAYERZOO_NATIVE", "1") == "0"
+
+
+def extension_name(family: str, sources: list[Path], headers: list[Path]) -> str:
+    """The cache name of a family's extension. torch rebuilds a cached extension when its .cpp
+    sources or flags change, not when torch or a header does: both go into the name, so a build
+    never loads into the wrong torch or stays stale."""
+    return "layerzoo_{}_cpu_torch_{}_{}".format(
+        family,
+        re.sub(r"\W", "_", torch.__version__),
+        hashlib.sha256(b"".join(p.read_bytes() for p in sources + headers)).hexdigest()[:12],
+    )
+
+
+def build_extension(name: str, sources: list[Path], what: str) -> bool:
+    """Build (if need be) and load the extension `name`; False, with one warning saying why, when it
+    cannot be built or loaded. `what` names the kernel in log lines ("gated delta rule")."""
+    from torch.utils import cpp_extension
+
+    log.info("layerzoo: loading the compiled CPU %s (built on first use)", what)
+    directory = build_directory(name)
+    try:
+        with build_lock(directory):
+            cpp_extension.load(
+                name=name,
+                sources=[str(p) for p in sources],
+                # -fopenmp so that ATen's parallel_for (a header template) runs its heads in parallel;
+                # not linked: the OpenMP symbols resolve to the runtime libtorch_cpu already loaded
+                extra_cflags=["-O3", "-fopenmp"],
+                build_directory=str(directory),
+                is_python_module=False,
+            )
+    except Exception as error:  # no compiler, no ninja, no BLAS symbols: fall back, say why once
+        log.warning("layerzoo: compiled CPU %s unavailable (%s); using the PyTorch one", what, _reason(error))
+        return False
+    return True
+
+
+def build_directory(name: str) -> Path:
+    """Where the extension `name` is built and cached: torch's extension root, one folder per Python
+    version (the build compiles against its headers) and name."""
+    from torch.utils import cpp_extension
+
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root()
+    return Path(root) / f"py{sys.version_info.major}{sys.version_info.minor}_cpu" / name
+
+
+@contextlib.contextmanager
+def build_lock(directory: Path) -> Iterator[None]:
+    """Held while this process builds or loads the extension. torch's own `lock` file outlives a
+    process killed mid-build and makes every later load wait forever; this lock is an OS file lock,
+    which dies with its holder, so whoever holds it knows any `lock` file left is stale."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "layerzoo.lock", "w") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        stale = directory / "lock"
+        if fcntl is not None and stale.exists():
+            log.warning("layerzoo: removing %s, left by a build that did not finish", stale)
+            stale.unlink(missing_ok=True)
+        yield
+
+
+def _reason(error: Exception) -> str:
+    """One line on why a build failed: the compiler's first error where there is one (a failed
+    build's message starts with the whole compile command), else the message's first line."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    errors = [line for line in lines if "error:" in line]
+    return (errors or lines or [type(error).__name__])[0]
