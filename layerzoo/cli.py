@@ -271,7 +271,7 @@ def evaluate_perplexity(args: argparse.Namespace, runs: list) -> int:
         spec = checkpoint.spec
         run_dir = checkpoint.directory.parent.parent
         lengths = args.lengths or list(spec.training.eval.lengths or [spec.training.seq_len])
-        window = args.window or spec.training.eval.window or spec.training.window.long
+        window = args.window or spec.training.test_window
         label = run_dir.name if run_dir.name not in results else str(run_dir)
         results[label] = perplexity_report(model, spec, task, run_dir, lengths, window=window, label=label,
                                            samples=args.samples or spec.training.eval.documents,
