@@ -297,11 +297,11 @@ def add_comparison_commands(commands) -> None:
     sweep.add_argument("spec", help="a shipped spec name or a YAML path with a training: section")
     sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                        help="a spec key and its values (YAML; commas inside [] or {} do not split), e.g. "
-                            "training.window.long=16,32,null (repeatable: the cartesian product)")
-    sweep.add_argument("--seeds", type=int, default=1,
+                            "training.window.long=16,32,64 (repeatable: the cartesian product)")
+    sweep.add_argument("--seeds", type=int, default=1, metavar="N",
                        help="runs per grid point, with training.seed = the spec's seed + 0 .. N-1 (default 1)")
-    sweep.add_argument("--out", required=True, help="the sweep folder: sweep.json, a run folder per run, compare-*")
-    sweep.add_argument("--jobs", type=int, default=1,
+    sweep.add_argument("--out", required=True, metavar="DIR", help="the sweep folder: sweep.json, a run folder per run, compare-*")
+    sweep.add_argument("--jobs", type=int, default=1, metavar="J",
                        help="training processes at a time; the threads are divided between them (default 1)")
     sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a spec value in every run, e.g. --set training.steps=100 (repeatable)")
@@ -313,7 +313,7 @@ def add_comparison_commands(commands) -> None:
                             help="niah: the accuracy grid's mean over depths; perplexity: what `eval --metric "
                                  "perplexity` wrote; loss: training loss (default: niah, else perplexity, else loss, "
                                  "by what the first run has)")
-    comparison.add_argument("--window", type=int, help="the test window whose reports to read (default: each run's own)")
+    comparison.add_argument("--window", type=int, metavar="W", help="the test window whose reports to read (default: each run's own)")
     comparison.add_argument("--out", metavar="PREFIX",
                             help="write PREFIX.md, PREFIX.json and PREFIX.png (default: <first folder>/compare-<metric>)")
 
