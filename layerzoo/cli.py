@@ -1,4 +1,5 @@
-"""The `layerzoo` command: list mixers and specs, describe, train and evaluate a spec's model, export it to transformers.
+"""The `layerzoo` command: list mixers and specs, describe, train and evaluate a spec's model, sweep and compare
+runs, export a model to transformers.
 
 Errors a user can fix (a bad spec, option or file) print as one line, without a traceback.
 """
@@ -27,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     describe.add_argument("--dump", action="store_true", help="print the resolved spec as YAML instead")
     add_training_commands(commands)
     add_text_commands(commands)
+    add_comparison_commands(commands)
     add_hf_commands(commands)
     args = parser.parse_args(argv)
     try:
@@ -271,7 +273,7 @@ def evaluate_perplexity(args: argparse.Namespace, runs: list) -> int:
         spec = checkpoint.spec
         run_dir = checkpoint.directory.parent.parent
         lengths = args.lengths or list(spec.training.eval.lengths or [spec.training.seq_len])
-        window = args.window or spec.training.eval.window or spec.training.window.long
+        window = args.window or spec.training.test_window
         label = run_dir.name if run_dir.name not in results else str(run_dir)
         results[label] = perplexity_report(model, spec, task, run_dir, lengths, window=window, label=label,
                                            samples=args.samples or spec.training.eval.documents,
@@ -287,6 +289,55 @@ def evaluate_perplexity(args: argparse.Namespace, runs: list) -> int:
 
 def tokenizer_command(args: argparse.Namespace) -> int:
     return {"train": train_tokenizer}[args.action](args)
+
+
+def add_comparison_commands(commands) -> None:
+    sweep = commands.add_parser("sweep", help="train a spec at every point of a grid of overrides x seeds, J runs at a "
+                                              "time, then compare them")
+    sweep.add_argument("spec", help="a shipped spec name or a YAML path with a training: section")
+    sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                       help="a spec key and its values (YAML; commas inside [] or {} do not split), e.g. "
+                            "training.window.long=16,32,64 (repeatable: the cartesian product)")
+    sweep.add_argument("--seeds", type=int, default=1, metavar="N",
+                       help="runs per grid point, with training.seed = the spec's seed + 0 .. N-1 (default 1)")
+    sweep.add_argument("--out", required=True, metavar="DIR", help="the sweep folder: sweep.json, a run folder per run, compare-*")
+    sweep.add_argument("--jobs", type=int, default=1, metavar="J",
+                       help="training processes at a time; the threads are divided between them (default 1)")
+    sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a spec value in every run, e.g. --set training.steps=100 (repeatable)")
+    comparison = commands.add_parser("compare", help="runs and sweeps side by side: metric against context length "
+                                                     "(mean, min-max over seeds), loss, tokens/s, state size")
+    comparison.add_argument("folders", nargs="+", metavar="RUN_OR_SWEEP",
+                            help="run folders (each its own group) and sweep folders (a group per grid point)")
+    comparison.add_argument("--metric", choices=("niah", "perplexity", "loss"),
+                            help="niah: the accuracy grid's mean over depths; perplexity: what `eval --metric "
+                                 "perplexity` wrote; loss: training loss (default: niah, else perplexity, else loss, "
+                                 "by what the first run has)")
+    comparison.add_argument("--window", type=int, metavar="W", help="the test window whose reports to read (default: each run's own)")
+    comparison.add_argument("--out", metavar="PREFIX",
+                            help="write PREFIX.md, PREFIX.json and PREFIX.png (default: <first folder>/compare-<metric>)")
+
+
+def sweep(args: argparse.Namespace) -> int:
+    from .training.sweep import run_sweep
+
+    check_at_least_one("--seeds", args.seeds)
+    check_at_least_one("--jobs", args.jobs)
+    outcomes = run_sweep(args.spec, args.grid, args.seeds, args.out, jobs=args.jobs, overrides=args.overrides)
+    return 1 if any(outcome.status == "failed" for outcome in outcomes) else 0
+
+
+def compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .training.compare import compare as run, to_markdown, write_comparison
+
+    check_at_least_one("--window", args.window)
+    comparison = run(args.folders, args.metric, args.window)
+    paths = write_comparison(comparison, args.out or Path(args.folders[0]) / f"compare-{comparison['metric']}")
+    print(to_markdown(comparison), end="")
+    print(f"wrote {', '.join(map(str, paths))}")
+    return 0
 
 
 def add_hf_commands(commands) -> None:
@@ -320,7 +371,8 @@ def lm_eval(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"specs": list_specs, "mixers": list_mixers, "describe": describe, "train": train, "eval": evaluate,
-            "tokenizer": tokenizer_command, "plot": plot_runs, "export": export, "lm-eval": lm_eval}
+            "tokenizer": tokenizer_command, "plot": plot_runs, "sweep": sweep, "compare": compare, "export": export,
+            "lm-eval": lm_eval}
 
 if __name__ == "__main__":
     sys.exit(main())

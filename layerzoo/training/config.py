@@ -157,6 +157,12 @@ class TrainingConfig(Section):
         if stages is not None and sum(stages) != self.steps:
             raise OptionError("curriculum.stage_steps", f"sums to {sum(stages)}, training.steps is {self.steps}")
 
+    @property
+    def test_window(self) -> int | None:
+        """The SWA window of the final reports: eval.window, else the schedule's long window
+        (None: the spec's own windows)."""
+        return self.eval.window or self.window.long
+
 
 # The keys a resumed run may change: how often it logs, evaluates and checkpoints, where its folder
 # is, and how the global batch is split over micro-batches or sharded, or compiled (rounding only).

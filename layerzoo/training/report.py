@@ -12,6 +12,7 @@ from ..tasks import Task
 from .distributed import Context
 from .evaluate import LOCAL, evaluate_grid, format_table
 from .heatmap import plot_heatmap
+from .run_folder import report_stem
 
 
 def grid_report(model: nn.Module, spec: Spec, task: Task, out_dir: str | Path, *, lengths: list[int] | None = None,
@@ -22,7 +23,7 @@ def grid_report(model: nn.Module, spec: Spec, task: Task, out_dir: str | Path, *
     config = spec.training.eval
     lengths = list((config.lengths or [spec.training.seq_len]) if lengths is None else lengths)
     depths = list(config.depths if depths is None else depths)
-    window = (config.window or spec.training.window.long) if window is None else window
+    window = spec.training.test_window if window is None else window
     samples = config.samples if samples is None else samples
     extra = {} if autocast is None else {"autocast": autocast}
     grid = evaluate_grid(model, task, lengths, depths, samples, spec.training.seed + 2,
@@ -30,7 +31,7 @@ def grid_report(model: nn.Module, spec: Spec, task: Task, out_dir: str | Path, *
     if context.is_main:
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
-        stem = out_dir / f"eval-window{window or 'spec'}"
+        stem = out_dir / report_stem("eval", window)
         train_length = trained_length(spec, model)
         grid = {"spec": spec.name, "task": task.name, "train_length": train_length, **grid}
         Path(f"{stem}.json").write_text(json.dumps(grid, indent=1))

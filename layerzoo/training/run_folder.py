@@ -56,5 +56,20 @@ def start_run_folder(run_dir: Path, spec: Spec, overwrite: bool) -> None:
     spec.save(run_dir / "spec.yaml")
 
 
+def report_stem(kind: str, window: int | None) -> str:
+    """A report's file name without its extension: `eval-window16`, `perplexity-windowspec`
+    (kind "eval" or "perplexity"; window None: the spec's own windows)."""
+    return f"{kind}-window{window or 'spec'}"
+
+
+def final_reports(spec: Spec) -> list[str]:
+    """The JSON reports `layerzoo train` writes after the last step: a text run's summary (and its
+    perplexity report when it has eval lengths), else the length x depth grid."""
+    config = spec.training
+    if config.task.name != "text":
+        return [f"{report_stem('eval', config.test_window)}.json"]
+    return ["text-report.json"] + ([f"{report_stem('perplexity', config.test_window)}.json"] if config.eval.lengths else [])
+
+
 def run_files(run_dir: Path) -> list[Path]:
     return [path for pattern in RUN_FILES for path in run_dir.glob(pattern)]

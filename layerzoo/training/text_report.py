@@ -16,6 +16,7 @@ from .distributed import Context
 from .evaluate import LOCAL
 from .perplexity import format_perplexity, perplexity_by_length
 from .perplexity_plot import plot_perplexity
+from .run_folder import report_stem
 
 
 def text_report(model: nn.Module, spec: Spec, task: Text, out_dir: str | Path, metrics: dict, *,
@@ -35,7 +36,7 @@ def text_report(model: nn.Module, spec: Spec, task: Text, out_dir: str | Path, m
               f"{baseline:.4f}: {100 * summary['validation_over_unigram']:.1f}% of it")
     lengths = spec.training.eval.lengths
     if lengths:
-        perplexity_report(model, spec, task, out_dir, list(lengths), window=spec.training.eval.window or spec.training.window.long,
+        perplexity_report(model, spec, task, out_dir, list(lengths), window=spec.training.test_window,
                           samples=spec.training.eval.documents, context=context, autocast=autocast)
     return summary
 
@@ -51,7 +52,7 @@ def perplexity_report(model: nn.Module, spec: Spec, task: Text, out_dir: str | P
     result = {"run": label or spec.name, "spec": spec.name, "tokenizer": task.tokenizer,
               "train_length": spec.training.seq_len, **result}
     if context.is_main:
-        stem = Path(out_dir) / f"perplexity-window{window or 'spec'}"
+        stem = Path(out_dir) / report_stem("perplexity", window)
         stem.parent.mkdir(parents=True, exist_ok=True)
         Path(f"{stem}.json").write_text(json.dumps(result, indent=1))
         print(f"{result['run']}: held-out documents streamed in pieces of {chunk_size} tokens, "

@@ -1,0 +1,140 @@
+"""A sweep's plan: the cartesian product of `--grid KEY=V1,V2,...` values, times seeds, as named
+runs, and the manifest (sweep.json) that records each run's grid point, so that `layerzoo compare`
+can group the seeds of a point.
+
+A value is YAML text, applied as `--set KEY=VALUE` is; commas inside brackets or quotes do not
+split it (`--grid 'training.eval.lengths=[64, 128],[64, 256]'` has two values).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ComparisonError
+
+MANIFEST = "sweep.json"
+SEED_KEY = "training.seed"
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """One run of a sweep: a grid point (key, value as typed) and a training seed."""
+
+    point: tuple[tuple[str, str], ...]
+    seed: int
+
+    @property
+    def group(self) -> str:
+        """The point's name, shared by its seeds: `window.long=16__optimizer.lr=0.001` (training.
+        dropped from keys, values made folder-safe); "" for a sweep of seeds alone."""
+        return "__".join(f"{key.removeprefix('training.')}={folder_safe(value)}" for key, value in self.point)
+
+    @property
+    def name(self) -> str:
+        """The run folder's name: the point's, then the seed."""
+        return "__".join(part for part in (self.group, f"seed={self.seed}") if part)
+
+    @property
+    def overrides(self) -> list[str]:
+        """The `--set` assignments that make this run out of the sweep's spec."""
+        return [f"{key}={value}" for key, value in self.point] + [f"{SEED_KEY}={self.seed}"]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "group": self.group, "point": dict(self.point), "seed": self.seed}
+
+
+def parse_grid(assignments: list[str]) -> list[tuple[str, list[str]]]:
+    """`KEY=V1,V2,...` strings -> [(key, [values])], in the order given."""
+    grid: list[tuple[str, list[str]]] = []
+    for text in assignments:
+        key, sep, rest = text.partition("=")
+        key = key.strip()
+        values = split_values(rest)
+        if not sep or not key or not values or any(not value for value in values):
+            raise ComparisonError(f"--grid {text}: expected KEY=V1,V2,... with no empty value, e.g. training.window.long=16,32")
+        if key == SEED_KEY:
+            raise ComparisonError(f"--grid {text}: --seeds sets {SEED_KEY}; sweep seeds with --seeds N")
+        if key in (known for known, _ in grid):
+            raise ComparisonError(f"--grid {text}: {key} is already swept by another --grid; list all its values in one")
+        if len(set(values)) < len(values):
+            raise ComparisonError(f"--grid {text}: a value is listed twice")
+        grid.append((key, values))
+    return grid
+
+
+def split_values(text: str) -> list[str]:
+    """Split at the commas outside brackets, braces and quotes; each value stripped."""
+    values, depth, quote, start = [], 0, None, 0
+    for index, char in enumerate(text):
+        if quote:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            values.append(text[start:index].strip())
+            start = index + 1
+    return values + [text[start:].strip()] if text.strip() else []
+
+
+def plan(grid: list[tuple[str, list[str]]], seeds: list[int]) -> list[SweepRun]:
+    """Every point of the grid's cartesian product with every seed, the seeds of a point together."""
+    keys = [key for key, _ in grid]
+    runs = [SweepRun(tuple(zip(keys, values)), seed)
+            for values in itertools.product(*(values for _, values in grid)) for seed in seeds]
+    names = [run.name for run in runs]
+    clash = next((name for name in names if names.count(name) > 1), None)
+    if clash:
+        raise ComparisonError(f"two grid points share the run folder name {clash}: their values differ only in "
+                              "characters a folder name drops; write them differently")
+    return runs
+
+
+def folder_safe(value: str) -> str:
+    """A value as part of a folder name: runs of characters other than letters, digits and
+    `. _ + -` become one '-', and none is left at the ends (`[64, 128]` -> `64-128`)."""
+    return re.sub(r"[^A-Za-z0-9._+-]+", "-", value).strip("-") or "-"
+
+
+def spec_argument(spec: str) -> str:
+    """The spec as every run (and a later sweep into the same folder) names it: a file's absolute
+    path, or a shipped spec's name."""
+    return str(Path(spec).resolve()) if Path(spec).is_file() else spec
+
+
+def write_manifest(out: Path, spec: str, overrides: list[str], runs: list[SweepRun]) -> None:
+    """Write <out>/sweep.json: the spec, the overrides of every run and each run's point and seed.
+    A sweep into a folder that holds one of the same spec and overrides adds its runs to it (more
+    seeds, more values); one of another spec or other overrides is refused."""
+    manifest = read_manifest(out) or {"spec": spec, "overrides": overrides, "runs": []}
+    if (manifest["spec"], manifest["overrides"]) != (spec, overrides):
+        raise ComparisonError(f"{out} holds a sweep of {manifest['spec']} with --set {manifest['overrides']}, not of "
+                              f"{spec} with --set {overrides}; choose another --out")
+    merged = {run["name"]: run for run in manifest["runs"]}
+    merged.update((run.name, run.to_dict()) for run in runs)
+    partial = out / f"{MANIFEST}.partial"  # replaced whole, never half-written
+    partial.write_text(json.dumps({**manifest, "runs": list(merged.values())}, indent=1))
+    os.replace(partial, out / MANIFEST)
+
+
+def read_manifest(folder: Path) -> dict | None:
+    """The sweep.json of `folder`, or None when it has none."""
+    path = Path(folder) / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+        if not {"spec", "overrides", "runs"} <= manifest.keys() or not all(
+                isinstance(run["name"], str) and isinstance(run["group"], str) for run in manifest["runs"]):
+            raise TypeError
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise ComparisonError(f"{path}: not a sweep manifest (expected JSON with spec, overrides and runs)") from None
+    return manifest
