@@ -1,6 +1,6 @@
 // What the compiled CPU kernels of the chunkwise linear recurrences (gated_delta_rule/, ssd/, kda/)
 // share: BLAS gemm on row-major matrices, strided reads of the (B, T, H, D) inputs, argument
-// checks, the in-chunk scalar decays and the inverse of a unit lower triangular matrix.
+// checks, the in-chunk scalar decays, the inverse of a unit lower triangular matrix and solves with one.
 //
 // Row-major throughout: a matrix is (pointer, rows, columns, row stride). Each family's extension
 // includes this header and hashes it into its cache name (native_build.extension_name).
@@ -24,6 +24,10 @@ void sgemm_(const char *transa, const char *transb, const int *m, const int *n, 
 void dgemm_(const char *transa, const char *transb, const int *m, const int *n, const int *k,
             const double *alpha, const double *a, const int *lda, const double *b, const int *ldb,
             const double *beta, double *c, const int *ldc);
+void strsm_(const char *side, const char *uplo, const char *transa, const char *diag, const int *m, const int *n,
+            const float *alpha, const float *a, const int *lda, float *b, const int *ldb);
+void dtrsm_(const char *side, const char *uplo, const char *transa, const char *diag, const int *m, const int *n,
+            const double *alpha, const double *a, const int *lda, double *b, const int *ldb);
 }
 
 namespace layerzoo_native {
@@ -76,6 +80,27 @@ void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, T alpha, cons
           int ldb, T beta, T *c, int ldc) {
   const char ta = transpose_a ? 'T' : 'N', tb = transpose_b ? 'T' : 'N';
   blas_gemm(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
+}
+
+inline void blas_trsm(const char *side, const char *uplo, const char *ta, const char *diag, const int *m,
+                      const int *n, const float *alpha, const float *a, const int *lda, float *b, const int *ldb) {
+  strsm_(side, uplo, ta, diag, m, n, alpha, a, lda, b, ldb);
+}
+
+inline void blas_trsm(const char *side, const char *uplo, const char *ta, const char *diag, const int *m,
+                      const int *n, const double *alpha, const double *a, const int *lda, double *b, const int *ldb) {
+  dtrsm_(side, uplo, ta, diag, m, n, alpha, a, lda, b, ldb);
+}
+
+// Row-major b (c, n) <- (I + strict_tril(a))^-1 b for a (c, c) with leading dimension lda, whose
+// diagonal and upper triangle are not read: a triangular solve, half the work of forming the
+// inverse and multiplying by it. Column-major BLAS reads row-major b as b^T and a's lower
+// triangle as an upper one, so it solves b^T <- b^T (I + A)^-T from the right.
+template <typename T>
+void unit_lower_solve(int c, int n, const T *a, int lda, T *b, int ldb) {
+  const char side = 'R', uplo = 'U', ta = 'N', diag = 'U';
+  const T one = 1;
+  blas_trsm(&side, &uplo, &ta, &diag, &n, &c, &one, a, &lda, b, &ldb);
 }
 
 // A (tokens, features) slice of a (B, T, H, D) tensor for one head, or a (tokens,) one of a

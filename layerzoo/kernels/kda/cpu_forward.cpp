@@ -34,8 +34,7 @@ class HeadForward {
       : C(chunk), K(key_dim), V(value_dim), q(chunk * key_dim), k(chunk * key_dim), v(chunk * value_dim),
         decay(chunk * key_dim), from_start(chunk * key_dim), to_end(chunk * key_dim), lower_q(SUB * key_dim),
         lower_k(SUB * key_dim), upper(chunk * key_dim), carried(key_dim), scores_q(chunk * chunk),
-        scores_k(chunk * chunk), inverse(chunk * chunk), scaled(chunk * key_dim), w(chunk * key_dim),
-        v_new(chunk * value_dim) {}
+        scores_k(chunk * chunk), scaled(chunk * key_dim), solved(chunk * (key_dim + value_dim)) {}
 
   // One head over all its `length` tokens. out points at its first output row, rows `out_stride`
   // apart. state (K, V) holds the entering state and is left holding the final one.
@@ -58,31 +57,30 @@ class HeadForward {
     chunk_decays(c);
     decayed_scores(c);
 
-    // A = strict_tril(beta_i P(k)_ij), then M = (I + A)^-1
+    // A = strict_tril(beta_i P(k)_ij); [w | u] = (I + A)^-1 [beta k exp(gc) | beta v], one solve
     for (int i = 0; i < c; ++i)
       for (int j = 0; j < i; ++j) scores_k[i * C + j] *= beta.at(i);
-    unit_lower_inverse(scores_k.data(), C, c, inverse.data(), C);
-
-    // w = M (beta k exp(gc)); u = M (beta v); v_new = u - w S
-    for (int i = 0; i < c; ++i)
-      for (int d = 0; d < K; ++d) scaled[i * K + d] = beta.at(i) * k[i * K + d] * from_start[i * K + d];
-    gemm<T>(false, false, c, K, c, 1, inverse.data(), C, scaled.data(), K, 0, w.data(), K);
-    for (int i = 0; i < c; ++i)
-      for (int d = 0; d < V; ++d) v[i * V + d] *= beta.at(i);
-    gemm<T>(false, false, c, V, c, 1, inverse.data(), C, v.data(), V, 0, v_new.data(), V);
-    gemm<T>(false, false, c, V, K, -1, w.data(), K, state, V, 1, v_new.data(), V);
+    const int W = K + V;
+    for (int i = 0; i < c; ++i) {
+      for (int d = 0; d < K; ++d) solved[i * W + d] = beta.at(i) * k[i * K + d] * from_start[i * K + d];
+      for (int e = 0; e < V; ++e) solved[i * W + K + e] = beta.at(i) * v[i * V + e];
+    }
+    unit_lower_solve(c, W, scores_k.data(), C, solved.data(), W);
+    // v_new = u - w S, in place of u
+    T *w = solved.data(), *v_new = solved.data() + K;
+    gemm<T>(false, false, c, V, K, -1, w, W, state, V, 1, v_new, W);
 
     // o = scale ((q exp(gc)) S + P(q) v_new), written into the output rows
     for (int i = 0; i < c * K; ++i) scaled[i] = q[i] * from_start[i];
     gemm<T>(false, false, c, V, K, scale, scaled.data(), K, state, V, 0, out, ldo);
-    gemm<T>(false, false, c, V, c, scale, scores_q.data(), C, v_new.data(), V, 1, out, ldo);
+    gemm<T>(false, false, c, V, c, scale, scores_q.data(), C, v_new, W, 1, out, ldo);
 
     // S <- diag(exp(gc_last)) S + (k exp(gc_last - gc))^T v_new
     const T *last = from_start.data() + (c - 1) * K;
     for (int d = 0; d < K; ++d)
       for (int e = 0; e < V; ++e) state[d * V + e] *= last[d];
     for (int i = 0; i < c * K; ++i) scaled[i] = k[i] * to_end[i];
-    gemm<T>(true, false, K, V, c, 1, scaled.data(), K, v_new.data(), V, 1, state, V);
+    gemm<T>(true, false, K, V, c, 1, scaled.data(), K, v_new, W, 1, state, V);
   }
 
   // decay (c, K) from g to exp(g); from_start = exp(gc) and to_end = exp(gc_last - gc) as running
@@ -148,8 +146,8 @@ class HeadForward {
   }
 
   const int C, K, V;
-  std::vector<T> q, k, v, decay, from_start, to_end, lower_q, lower_k, upper, carried, scores_q, scores_k, inverse,
-      scaled, w, v_new;
+  std::vector<T> q, k, v, decay, from_start, to_end, lower_q, lower_k, upper, carried, scores_q, scores_k, scaled,
+      solved;
 };
 
 // q, k, g (B, T, H, K); v (B, T, H, V); beta (B, T, H): one floating dtype, any strides.
