@@ -16,7 +16,7 @@ P is built by halving the chunk (decayed_scores): every factor is an exp of a sp
 nothing overflows however strong the decay, and nearly all the work is batched matmuls; autograd
 differentiates it. Where no gradient is needed on CPU, the forward runs compiled instead
 (cpu_forward.cpp, built on first use by native.py; LAYERZOO_NATIVE=0 or a failed build leave
-this PyTorch code): the same algorithm a head per thread, each chunk in cache, 5-6x faster.
+this PyTorch code): the same algorithm a head per thread, each chunk in cache, about 2x faster.
 """
 
 from __future__ import annotations
