@@ -6,7 +6,9 @@
 
 Prints, per kernel, a markdown table of the best forward and forward+backward times of each
 backend over rounds that run every cell of both kernels once each (see
-common.interleaved_best_seconds): the step loop (backend "reference"), chunkwise (PyTorch), and
+common.interleaved_best_seconds): the step loop (backend "reference"); chunkwise, whose forward is
+compiled on CPU (each family's cpu_forward.cpp; its backward is PyTorch); on CPU
+`chunkwise_torch`, the same kernel in PyTorch (what runs where the compiled one cannot be built);
 `fla_naive`, flash-linear-attention's own PyTorch chunk reference (naive_chunk_simple_gla,
 naive_chunk_kda: the peer); on CUDA fla's Triton kernels. Then the chunkwise speedups at
 T = 4096 and how chunkwise time scales with T (a fitted exponent; 1 is linear). Inputs are each
@@ -16,8 +18,11 @@ per key channel. fla's naive KDA takes whole chunks only, so T should be a multi
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 from pathlib import Path
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -63,18 +68,25 @@ def runners(args, kernel: str, backend: str, seq_len: int) -> dict:
             return naive(*inputs, chunk_size=args.chunk_size)[0]
     else:
         def run(*inputs):
-            return function(*inputs, chunk_size=args.chunk_size, backend=backend)
+            return function(*inputs, chunk_size=args.chunk_size, backend=backend.removesuffix("_torch"))
 
     inputs = make_inputs(args, kernel, seq_len, requires_grad=False)
     leaves = make_inputs(args, kernel, seq_len, requires_grad=True)
     grad_out = torch.randn(args.batch, seq_len, args.heads, args.value_dim).to(args.device, DTYPES[args.dtype])
 
+    # chunkwise_torch: the chunkwise kernel with the compiled CPU forward turned off
+    implementation = contextlib.nullcontext()
+    if backend == "chunkwise_torch":
+        implementation = mock.patch.dict(os.environ, {"LAYERZOO_NATIVE": "0"})
+
     @torch.no_grad()
     def forward():
-        run(*inputs)
+        with implementation:
+            run(*inputs)
 
     def forward_backward():
-        run(*leaves).backward(grad_out)
+        with implementation:
+            run(*leaves).backward(grad_out)
         for t in leaves:
             t.grad = None
 
@@ -138,7 +150,7 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    backends = ["reference", "chunkwise"] + (["fla"] if args.device.startswith("cuda") else [])
+    backends = ["reference", "chunkwise"] + (["fla"] if args.device.startswith("cuda") else ["chunkwise_torch"])
     backends += ["fla_naive"] if load_fla_naive() else []
     results = measure(args, backends)
     print(f"SSD and KDA, B={args.batch}, H={args.heads}, K={args.key_dim}, V={args.value_dim}, chunk {args.chunk_size}, "

@@ -11,13 +11,15 @@ thing more slowly. Every extension registers its ops in the torch.ops.layerzoo n
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 try:  # POSIX; elsewhere a stale lock is left to torch
     import fcntl
@@ -26,7 +28,55 @@ except ImportError:
 
 import torch
 
+from .common import constant_when_traced
+
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CompiledOps:
+    """One family's compiled CPU ops (see compiled_ops).
+
+    load(): torch.ops.layerzoo, built if need be; None (and a warning, once) when the extension
+    cannot be built or loaded; cached (load.cache_clear() forgets). enabled(): whether the ops run:
+    not turned off by LAYERZOO_NATIVE=0, and loaded (the first call builds them); a constant to
+    torch.compile, which calls it when it traces, so the build, its log lines and its file lock
+    stay out of graphs.
+    """
+
+    name: str
+    load: Callable[[], Any]
+    enabled: Callable[[], bool]
+
+    def ops_for(self, t: torch.Tensor):
+        """torch.ops.layerzoo if the ops can run on t's device (CPU) and are enabled, else None."""
+        return torch.ops.layerzoo if t.device.type == "cpu" and self.enabled() else None
+
+    def build_directory(self) -> Path:
+        """Where this extension is built and cached."""
+        return build_directory(self.name)
+
+
+def compiled_ops(family: str, sources: list[Path], headers: list[Path], what: str,
+                 register_for_tracing: Callable[[], None]) -> CompiledOps:
+    """The compiled CPU ops of `family`, built on first use from `sources` (which include
+    `headers`); `what` names them in log lines ("gated delta rule"). register_for_tracing() runs
+    once they load: it gives torch.compile their fake implementations (torch checks that an op
+    exists before taking its fake)."""
+    name = extension_name(family, sources, headers)
+
+    @functools.cache
+    def load():
+        if not build_extension(name, sources, what):
+            return None
+        register_for_tracing()
+        return torch.ops.layerzoo
+
+    @constant_when_traced
+    def enabled() -> bool:
+        return not turned_off() and load() is not None
+
+    return CompiledOps(name, load, enabled)
 
 
 def turned_off() -> bool:

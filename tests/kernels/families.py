@@ -19,6 +19,9 @@ from hypothesis import strategies as st
 from layerzoo.kernels import MLSTMState, gated_delta_rule, kda, mlstm, sliding_window_attention, ssd
 from layerzoo.kernels.assoc_memory import NU, associative_read, associative_update, empty_memory
 from layerzoo.kernels.gated_delta_rule import native
+from layerzoo.kernels.kda import native as kda_native
+from layerzoo.kernels.native_build import CompiledOps
+from layerzoo.kernels.ssd import native as ssd_native
 from layerzoo.kernels.triton_support import triton_can_run
 from layerzoo.testing import KernelCase, KernelFamily
 
@@ -235,21 +238,30 @@ ASSOCIATIVE_MEMORY = KernelFamily(
 )
 
 
-def compiled_gated_delta_rule():
-    """The compiled CPU kernels of the gated delta rule, built if need be; the test fails without them."""
-    ops = native.load_native_ops()
+def built(compiled: CompiledOps):
+    """A family's compiled CPU ops (its native.COMPILED), built if need be; the test fails without them."""
+    ops = compiled.load()
     if ops is None:
-        pytest.fail("the compiled CPU kernels did not build (see the warning logged above)")
+        pytest.fail(f"the compiled CPU kernels {compiled.name} did not build (see the warning logged above)")
     return ops
 
 
 @contextlib.contextmanager
-def gated_delta_rule_cpu_kernels(kind: str):
-    """Run the chunkwise gated delta rule's "compiled" or "pytorch" CPU implementation, backward included."""
+def cpu_kernels(compiled: CompiledOps, kind: str):
+    """Run a chunkwise kernel's "compiled" or "pytorch" CPU implementation (see `built`)."""
     if kind == "compiled":
-        compiled_gated_delta_rule()
+        built(compiled)
     with mock.patch.dict(os.environ, {"LAYERZOO_NATIVE": "1" if kind == "compiled" else "0"}):
         yield
+
+
+def compiled_gated_delta_rule():
+    return built(native.COMPILED)
+
+
+def gated_delta_rule_cpu_kernels(kind: str):
+    """The chunkwise gated delta rule's "compiled" or "pytorch" CPU implementation, backward included."""
+    return cpu_kernels(native.COMPILED, kind)
 
 
 @dataclass(frozen=True)
@@ -279,9 +291,12 @@ BACKENDS = [
     Backend(ASSOCIATIVE_MEMORY, "reference"),
     Backend(ASSOCIATIVE_MEMORY, "vectorized"),
     Backend(SSD, "reference"),
-    Backend(SSD, "chunkwise"),
+    # SSD's and KDA's forward is compiled on CPU where nothing needs a gradient (native_forward.py)
+    Backend(SSD, "chunkwise", "chunkwise-compiled", lambda: cpu_kernels(ssd_native.COMPILED, "compiled")),
+    Backend(SSD, "chunkwise", "chunkwise-pytorch", lambda: cpu_kernels(ssd_native.COMPILED, "pytorch")),
     Backend(KDA, "reference"),
-    Backend(KDA, "chunkwise"),
+    Backend(KDA, "chunkwise", "chunkwise-compiled", lambda: cpu_kernels(kda_native.COMPILED, "compiled")),
+    Backend(KDA, "chunkwise", "chunkwise-pytorch", lambda: cpu_kernels(kda_native.COMPILED, "pytorch")),
 ]
 # "auto" picks among the above by length ("reference" for a single token) and device.
 AUTO = [Backend(family, "auto") for family in (SLIDING_WINDOW, MLSTM, GATED_DELTA_RULE, ASSOCIATIVE_MEMORY, SSD, KDA)]

@@ -20,10 +20,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from layerzoo.kernels import choose_kda_backend, choose_ssd_backend, kda, kda_reference, ssd, ssd_reference
+from layerzoo.kernels.kda import native as kda_native
 from layerzoo.kernels.kda.fla import kda_fla
+from layerzoo.kernels.native_build import CompiledOps
+from layerzoo.kernels.ssd import native as ssd_native
 from layerzoo.kernels.ssd.fla import ssd_fla
 from layerzoo.testing import assert_close
 
+from families import cpu_kernels
 from recurrence_inputs import (
     BETA_REGIMES, G_REGIMES, check_cuda_backend, fla_naive, make_beta, make_gates, run_with_grads, seeded_like,
 )
@@ -32,7 +36,8 @@ from recurrence_inputs import (
 @dataclass(frozen=True)
 class Op:
     """One kernel as these tests drive it: its public function and step loop, whether it has a
-    write strength beta and a decay per key channel, and fla's names for it."""
+    write strength beta and a decay per key channel, fla's names for it, and its compiled CPU
+    forward."""
 
     name: str
     kernel: Callable
@@ -42,13 +47,15 @@ class Op:
     channel_decay: bool  # g (B, T, H, K) rather than (B, T, H)
     fla_op: str  # fla.ops.<fla_op> and its naive.py
     fla_chunk: str  # the Triton chunk function fla.ops.<fla_op> exports
+    compiled: CompiledOps  # the chunkwise forward without autograd on CPU
 
     def __str__(self) -> str:
         return self.name
 
 
-SSD = Op("ssd", ssd, ssd_reference, choose_ssd_backend, False, False, "simple_gla", "chunk_simple_gla")
-KDA = Op("kda", kda, kda_reference, choose_kda_backend, True, True, "kda", "chunk_kda")
+SSD = Op("ssd", ssd, ssd_reference, choose_ssd_backend, False, False, "simple_gla", "chunk_simple_gla",
+         ssd_native.COMPILED)
+KDA = Op("kda", kda, kda_reference, choose_kda_backend, True, True, "kda", "chunk_kda", kda_native.COMPILED)
 OPS = [SSD, KDA]
 
 
@@ -92,6 +99,13 @@ def truth(op: Op, scale=None, **inputs):
     return op.reference(**{name: t.double() for name, t in inputs.items()}, scale=scale)
 
 
+def compiled_forward(op: Op, inputs: dict, **kwargs):
+    """(out, final state) of the chunkwise kernel without autograd: its compiled CPU forward,
+    which the test requires to be built."""
+    with torch.no_grad(), cpu_kernels(op.compiled, "compiled"):
+        return op.kernel(**inputs, **kwargs, output_final_state=True, backend="chunkwise")
+
+
 def state_shape(inputs: dict) -> tuple[int, ...]:
     batch, _, heads, key_dim = inputs["k"].shape
     return (batch, heads, key_dim, inputs["v"].shape[-1])
@@ -100,6 +114,8 @@ def state_shape(inputs: dict) -> tuple[int, ...]:
 @pytest.mark.parametrize("op", OPS, ids=str)
 @given(data=st.data())
 def test_chunkwise_matches_the_step_loop_outputs_states_and_gradients(op, data):
+    """Both chunkwise forwards, PyTorch's under autograd (with its gradients) and the compiled one
+    that runs without autograd on CPU."""
     inputs, kwargs = data.draw(cases(op))
     dtype = inputs["q"].dtype
     grad_out = seeded_like(inputs["v"], 1)
@@ -112,11 +128,12 @@ def test_chunkwise_matches_the_step_loop_outputs_states_and_gradients(op, data):
     # the truth sees the output's gradient as the kernel does: rounded to the output's dtype
     expected_out, expected_state, expected_grads = run_with_grads(
         lambda **leaves: truth(op, kwargs["scale"], **leaves), inputs, grad_out.to(dtype).double(), grad_state.double())
-    assert out.dtype == dtype and state.dtype == torch.promote_types(dtype, torch.float32)
     # bf16 inputs are exact in fp32 and all arithmetic is fp32: the state is held to fp32 tolerance
     state_dtype = torch.float64 if dtype == torch.float64 else torch.float32
-    assert_close(out.double(), expected_out, dtype, what="output")
-    assert_close(state.double(), expected_state, state_dtype, what="final state", scale=10)
+    for what, (out, state) in {"": (out, state), "compiled ": compiled_forward(op, inputs, **kwargs)}.items():
+        assert out.dtype == dtype and state.dtype == torch.promote_types(dtype, torch.float32)
+        assert_close(out.double(), expected_out, dtype, what=f"{what}output")
+        assert_close(state.double(), expected_state, state_dtype, what=f"{what}final state", scale=10)
     for name, grad in grads.items():
         assert_close(grad.double(), expected_grads[name], dtype, what=f"d{name}", scale=1 if dtype == torch.bfloat16 else 10)
 
@@ -141,6 +158,9 @@ def test_extreme_gates_stay_finite_and_agree(op, g_regime):
             assert_close(state, expected_state, torch.float32, what=f"{what}: final state")
             for name, grad in grads.items():  # assert_close also fails on NaN or Inf
                 assert_close(grad, expected_grads[name], torch.float32, what=f"{what}: d{name}", scale=10)
+        out, state = compiled_forward(op, inputs, chunk_size=16)
+        assert_close(out, expected_out, torch.float32, what=f"compiled, g {g_regime}, beta {beta_regime}: output")
+        assert_close(state, expected_state, torch.float32, what=f"compiled, g {g_regime}, beta {beta_regime}: final state")
 
 
 @pytest.mark.parametrize("op", OPS, ids=str)

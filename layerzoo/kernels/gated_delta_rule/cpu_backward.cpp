@@ -8,7 +8,6 @@
 // matrices in cache and single-threaded BLAS calls, reading inputs and output gradients with
 // their strides and writing the input gradients in the (B, T, H, D) layout.
 
-#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <cstring>
@@ -202,19 +201,15 @@ std::vector<at::Tensor> backward(const at::Tensor &q, const at::Tensor &k, const
   at::Tensor d_beta = at::empty_like(beta), d_state = d_final_state.clone();
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "gated_delta_rule_backward", [&] {
     const Workspace<scalar_t> kept = workspace_of<scalar_t>(states, v_new, w, inverse);
-    at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
-      HeadBackward<scalar_t> runner(chunk, key_dim, value_dim);
-      for (int64_t bh = begin; bh < end; ++bh) {
-        const int64_t b = bh / heads, h = bh % heads;
-        runner.run(head_slice<const scalar_t>(q, b, h), head_slice<const scalar_t>(k, b, h),
-                   head_slice<const scalar_t>(v, b, h), head_slice<const scalar_t>(g, b, h),
-                   head_slice<const scalar_t>(beta, b, h),
-                   head_slice<const scalar_t>(d_out, b, h), length, static_cast<scalar_t>(scale), kept, bh,
-                   d_state.data_ptr<scalar_t>() + bh * key_dim * value_dim, head_slice<scalar_t>(dq, b, h),
-                   head_slice<scalar_t>(dk, b, h), head_slice<scalar_t>(dv, b, h),
-                   head_slice<scalar_t>(dg, b, h), head_slice<scalar_t>(d_beta, b, h));
-      }
-    });
+    for_each_head<HeadBackward<scalar_t>>(batch, heads, [&](auto &runner, int64_t b, int64_t h) {
+      runner.run(head_slice<const scalar_t>(q, b, h), head_slice<const scalar_t>(k, b, h),
+                 head_slice<const scalar_t>(v, b, h), head_slice<const scalar_t>(g, b, h),
+                 head_slice<const scalar_t>(beta, b, h),
+                 head_slice<const scalar_t>(d_out, b, h), length, static_cast<scalar_t>(scale), kept, b * heads + h,
+                 d_state.data_ptr<scalar_t>() + (b * heads + h) * key_dim * value_dim, head_slice<scalar_t>(dq, b, h),
+                 head_slice<scalar_t>(dk, b, h), head_slice<scalar_t>(dv, b, h),
+                 head_slice<scalar_t>(dg, b, h), head_slice<scalar_t>(d_beta, b, h));
+    }, chunk, key_dim, value_dim);
   });
   return {dq, dk, dv, dg, d_beta, d_state};
 }

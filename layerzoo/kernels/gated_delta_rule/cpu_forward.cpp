@@ -10,7 +10,6 @@
 // no chunk-major copies. No maintained library has a CPU kernel for this (flash-linear-attention's
 // are Triton, for GPUs), hence this file. This file also declares both compiled operators.
 
-#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <cstring>
@@ -63,7 +62,7 @@ class HeadForward {
     // A = strict_tril(beta_i L_ij k_i . k_j), then (I + A)^-1
     gemm<T>(false, true, c, c, K, 1, k_beta.data(), K, k.data(), K, 0, a.data(), C);
     decays.mask(a.data(), c, 1, false);
-    unit_lower_inverse(c, inverse_out);
+    unit_lower_inverse(a.data(), C, c, inverse_out, C);
 
     // w = M (beta k exp(gc)); u = M (beta v); v_new = u - w S
     for (int i = 0; i < c; ++i)
@@ -86,21 +85,6 @@ class HeadForward {
     for (int i = 0; i < c; ++i)
       for (int d = 0; d < K; ++d) k_beta[i * K + d] = to_end[i] * k[i * K + d];
     gemm<T>(true, false, K, V, c, 1, k_beta.data(), K, v_new_out, V, from_start[c - 1], state, V);
-  }
-
-  // (I + A)^-1 of the strictly lower a (c, c) by forward substitution, row i from the rows above:
-  // M_i = e_i - sum_{l < i} A_il M_l. Unit lower triangular; the upper triangle is written as 0.
-  void unit_lower_inverse(int c, T *m) {
-    for (int i = 0; i < c; ++i) {
-      T *row = m + i * C;
-      std::fill(row, row + c, T(0));
-      row[i] = 1;
-      for (int l = 0; l < i; ++l) {
-        const T coefficient = a[i * C + l];
-        const T *above = m + l * C;
-        for (int j = 0; j <= l; ++j) row[j] -= coefficient * above[j];
-      }
-    }
   }
 
   // A last chunk of c < C tokens, kept as the PyTorch forward keeps its zero-padded chunk: padded
@@ -140,19 +124,14 @@ std::vector<at::Tensor> forward(const at::Tensor &q, const at::Tensor &k, const 
   AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "gated_delta_rule_forward", [&] {
     Workspace<scalar_t> ws{};
     if (keep) ws = workspace_of<scalar_t>(workspace[0], workspace[1], workspace[2], workspace[3]);
-    // heads are independent: each task runs its heads start to end with its own scratch
-    at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
-      HeadForward<scalar_t> runner(chunk, key_dim, value_dim);
-      for (int64_t bh = begin; bh < end; ++bh) {
-        const int64_t b = bh / heads, h = bh % heads;
-        runner.run(head_slice<const scalar_t>(q, b, h), head_slice<const scalar_t>(k, b, h),
-                   head_slice<const scalar_t>(v, b, h), head_slice<const scalar_t>(g, b, h),
-                   head_slice<const scalar_t>(beta, b, h), length,
-                   static_cast<scalar_t>(scale), out.data_ptr<scalar_t>() + (b * length * heads + h) * value_dim,
-                   heads * value_dim, state.data_ptr<scalar_t>() + bh * key_dim * value_dim, keep ? &ws : nullptr,
-                   bh);
-      }
-    });
+    for_each_head<HeadForward<scalar_t>>(batch, heads, [&](auto &runner, int64_t b, int64_t h) {
+      runner.run(head_slice<const scalar_t>(q, b, h), head_slice<const scalar_t>(k, b, h),
+                 head_slice<const scalar_t>(v, b, h), head_slice<const scalar_t>(g, b, h),
+                 head_slice<const scalar_t>(beta, b, h), length,
+                 static_cast<scalar_t>(scale), out.data_ptr<scalar_t>() + (b * length * heads + h) * value_dim,
+                 heads * value_dim, state.data_ptr<scalar_t>() + (b * heads + h) * key_dim * value_dim,
+                 keep ? &ws : nullptr, b * heads + h);
+    }, chunk, key_dim, value_dim);
   });
   workspace.insert(workspace.begin(), out);
   return workspace;

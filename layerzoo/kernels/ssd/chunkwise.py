@@ -10,7 +10,10 @@ Everything but the state is one batched computation over all chunks (the chunk's
 its contribution k^T v to the state); a loop over the chunks then carries the (K, V) state with
 one multiply-add each and adds what the state entering each chunk gives its outputs, while that
 chunk's tensors are still in cache (timed against the batched alternative: a few percent faster,
-which keeps it ahead of fla's naive chunk code). Autograd differentiates it.
+which keeps it ahead of fla's naive chunk code). Autograd differentiates it. Where no gradient is
+needed on CPU, the forward runs compiled instead (cpu_forward.cpp, built on first use by
+native.py; LAYERZOO_NATIVE=0 or a failed build leave this PyTorch code): the same algorithm a head
+per thread, each chunk in cache.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import torch
 from ..chunk_layout import from_chunks, to_chunks
 from ..chunk_parts import decays
 from ..common import compute_dtype
+from ..native_forward import run_compiled_forward
+from .native import COMPILED
 
 
 def ssd_chunkwise(
@@ -37,9 +42,12 @@ def ssd_chunkwise(
     Returns o (B, T, H, V) in q's dtype and the final state (B, H, K, V) in fp32 (fp64 for fp64
     inputs), the dtype all arithmetic runs in. Differentiable in every input.
     """
+    chunk = min(chunk_size, q.shape[1])
+    compiled = run_compiled_forward(COMPILED, "ssd", (q, k, v, g), initial_state, scale, chunk)
+    if compiled is not None:
+        return compiled
     batch, length, heads, key_dim = k.shape
     value_dim, out_dtype, dtype = v.shape[-1], q.dtype, compute_dtype(q.dtype)
-    chunk = min(chunk_size, length)
     q, k, v, g = (to_chunks(t, chunk, dtype) for t in (q, k, v, g))
     from_start, to_end, inside = decays(g)
     q = q * scale
