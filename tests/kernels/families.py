@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from layerzoo.kernels import MLSTMState, gated_delta_rule, kda, mlstm, sliding_window_attention, ssd
 from layerzoo.kernels.assoc_memory import NU, associative_read, associative_update, empty_memory
 from layerzoo.kernels.gated_delta_rule import native
+from layerzoo.kernels.mlstm import native as mlstm_native
 from layerzoo.kernels.triton_support import triton_can_run
 from layerzoo.testing import KernelCase, KernelFamily
 
@@ -235,21 +236,35 @@ ASSOCIATIVE_MEMORY = KernelFamily(
 )
 
 
-def compiled_gated_delta_rule():
-    """The compiled CPU kernels of the gated delta rule, built if need be; the test fails without them."""
-    ops = native.load_native_ops()
+def compiled_kernels(family_native=native):
+    """A family's compiled CPU kernels (its native module; default the gated delta rule's), built
+    if need be; the test fails without them."""
+    ops = family_native.load_native_ops()
     if ops is None:
         pytest.fail("the compiled CPU kernels did not build (see the warning logged above)")
     return ops
 
 
+def compiled_gated_delta_rule():
+    return compiled_kernels(native)
+
+
 @contextlib.contextmanager
-def gated_delta_rule_cpu_kernels(kind: str):
-    """Run the chunkwise gated delta rule's "compiled" or "pytorch" CPU implementation, backward included."""
+def cpu_kernels(family_native, kind: str):
+    """Run a family's chunkwise kernel on its "compiled" or "pytorch" CPU implementation (where
+    the family compiles only a forward, "compiled" runs it where no gradient is taken)."""
     if kind == "compiled":
-        compiled_gated_delta_rule()
+        compiled_kernels(family_native)
     with mock.patch.dict(os.environ, {"LAYERZOO_NATIVE": "1" if kind == "compiled" else "0"}):
         yield
+
+
+def gated_delta_rule_cpu_kernels(kind: str) -> ContextManager:
+    return cpu_kernels(native, kind)
+
+
+def mlstm_cpu_kernels(kind: str) -> ContextManager:
+    return cpu_kernels(mlstm_native, kind)
 
 
 @dataclass(frozen=True)
@@ -272,7 +287,8 @@ BACKENDS = [
     Backend(SLIDING_WINDOW, "chunkwise"),
     Backend(SLIDING_WINDOW, "sdpa"),
     Backend(MLSTM, "reference"),
-    Backend(MLSTM, "chunkwise"),
+    Backend(MLSTM, "chunkwise", "chunkwise-compiled", lambda: mlstm_cpu_kernels("compiled")),
+    Backend(MLSTM, "chunkwise", "chunkwise-pytorch", lambda: mlstm_cpu_kernels("pytorch")),
     Backend(GATED_DELTA_RULE, "reference"),
     Backend(GATED_DELTA_RULE, "chunkwise", "chunkwise-compiled", lambda: gated_delta_rule_cpu_kernels("compiled")),
     Backend(GATED_DELTA_RULE, "chunkwise", "chunkwise-pytorch", lambda: gated_delta_rule_cpu_kernels("pytorch")),
