@@ -4,9 +4,12 @@
     python benchmarks/mlstm.py --seq-lens 4096 --json mlstm.json
 
 Prints a markdown table of the best forward and forward+backward time of each backend, the
-chunkwise/reference speedup, and the chunkwise kernel's achieved matmul GFLOP/s as a fraction of a
-large torch.matmul measured in the same run. mlstm_kernels (NX-AI) runs when it is installed; it is
-not a layerzoo dependency. Each timed run backpropagates a dense random gradient of h.
+chunkwise/reference speedup, and the chunkwise kernels' achieved matmul GFLOP/s as a fraction of a
+large torch.matmul measured in the same run. On CPU, "chunkwise" runs its forward compiled
+(cpu_forward.cpp; forward+backward runs PyTorch, as autograd records it) and `chunkwise_torch` is
+the same kernel in PyTorch throughout (LAYERZOO_NATIVE=0: what runs where no C++ compiler is).
+mlstm_kernels (NX-AI) runs when it is installed; it is not a layerzoo dependency. Each timed run
+backpropagates a dense random gradient of h.
 
 On Linux the script re-runs itself with glibc told to keep freed memory (MALLOC_* below): on
 some VMs the page faults of every fresh large buffer cost more than the arithmetic on it, and
@@ -16,16 +19,19 @@ that hits the chunkwise kernel's (L, L) blocks, not the step loop's small tensor
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 from pathlib import Path
+from unittest import mock
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from layerzoo.kernels import mlstm  # noqa: E402
+from layerzoo.kernels.mlstm.native import COMPILED  # noqa: E402
 
 from common import (  # noqa: E402
     add_chunkwise_shape_arguments, markdown_table, scaling_exponent, sweep_best_times, sweep_parser,
@@ -39,6 +45,8 @@ except ImportError:
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 KEEP_MEMORY = {"MALLOC_MMAP_THRESHOLD_": str(2**32), "MALLOC_TRIM_THRESHOLD_": str(2**34)}
 SPEEDUP_AT = 4096
+# the chunkwise kernels whose matmul rate the table shows
+CHUNKWISE = ("chunkwise", "chunkwise_torch")
 
 
 def make_inputs(args, seq_len: int, requires_grad: bool, heads_first: bool = False):
@@ -62,7 +70,7 @@ def kernel(args, backend: str):
     """(q, k, v, i, f) -> h, in the layout make_inputs gives for this backend."""
     if backend == "mlstm_kernels":
         return lambda *inputs: mlstm_chunkwise__native_autograd(*inputs, chunk_size=args.chunk_size)
-    return lambda *inputs: mlstm(*inputs, chunk_size=args.chunk_size, backend=backend)
+    return lambda *inputs: mlstm(*inputs, chunk_size=args.chunk_size, backend=backend.removesuffix("_torch"))
 
 
 def runners(args, backend: str, seq_len: int) -> dict:
@@ -72,13 +80,19 @@ def runners(args, backend: str, seq_len: int) -> dict:
     inputs = make_inputs(args, seq_len, requires_grad=False, heads_first=heads_first)
     leaves = make_inputs(args, seq_len, requires_grad=True, heads_first=heads_first)
     grad_h = torch.randn_like(fn(*inputs))
+    # chunkwise_torch: the chunkwise kernel with the compiled CPU forward turned off
+    implementation = contextlib.nullcontext()
+    if backend == "chunkwise_torch":
+        implementation = mock.patch.dict(os.environ, {"LAYERZOO_NATIVE": "0"})
 
     @torch.no_grad()
     def forward():
-        fn(*inputs)
+        with implementation:
+            fn(*inputs)
 
     def forward_backward():
-        fn(*leaves).backward(grad_h)
+        with implementation:
+            fn(*leaves).backward(grad_h)
         for t in leaves:
             t.grad = None
 
@@ -103,8 +117,10 @@ def measure(args, backends: list[str]) -> tuple[list[dict], float]:
         row = {"seq_len": seq_len, **{backend: times[seq_len, backend] for backend in backends}}
         for key in ("forward", "forward_backward"):
             row[f"speedup_{key}"] = row["reference"] and row["reference"][f"{key}_s"] / row["chunkwise"][f"{key}_s"]
-        row["chunkwise_gflops"] = chunkwise_matmul_flops(args, seq_len) / row["chunkwise"]["forward_s"] / 1e9
-        row["fraction_of_matmul"] = row["chunkwise_gflops"] / peak
+        for backend in CHUNKWISE:
+            if backend in backends:
+                row[f"{backend}_gflops"] = chunkwise_matmul_flops(args, seq_len) / row[backend]["forward_s"] / 1e9
+                row[f"{backend}_fraction_of_matmul"] = row[f"{backend}_gflops"] / peak
         rows.append(row)
     return rows, peak
 
@@ -115,15 +131,17 @@ def ms(result: dict | None, key: str) -> str:
 
 def markdown(rows: list[dict], backends: list[str]) -> str:
     head = ["T"] + [f"{b} fwd ms" for b in backends] + [f"{b} fwd+bwd ms" for b in backends]
-    head += ["speedup fwd", "speedup fwd+bwd", "chunkwise GFLOP/s", "of matmul", "chunkwise fwd ms / 1k tokens"]
+    chunkwise = [b for b in CHUNKWISE if b in backends]
+    head += ["speedup fwd", "speedup fwd+bwd"] + [f"{b} GFLOP/s (of matmul)" for b in chunkwise]
+    head += ["chunkwise fwd ms / 1k tokens"]
     table = []
     for r in rows:
         cells = [str(r["seq_len"])]
         cells += [ms(r[b], "forward_s") for b in backends]
         cells += [ms(r[b], "forward_backward_s") for b in backends]
         cells += [f"{r[k]:.0f}x" if r[k] else "—" for k in ("speedup_forward", "speedup_forward_backward")]
-        cells += [f"{r['chunkwise_gflops']:.1f}", f"{r['fraction_of_matmul']:.0%}",
-                  f"{r['chunkwise']['forward_s'] * 1e6 / r['seq_len']:.2f}"]
+        cells += [f"{r[f'{b}_gflops']:.1f} ({r[f'{b}_fraction_of_matmul']:.0%})" for b in chunkwise]
+        cells += [f"{r['chunkwise']['forward_s'] * 1e6 / r['seq_len']:.2f}"]
         table.append(cells)
     return markdown_table(head, table)
 
@@ -150,7 +168,9 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    backends = ["reference", "chunkwise"] + (["mlstm_kernels"] if mlstm_chunkwise__native_autograd else [])
+    backends = ["reference", "chunkwise"]
+    backends += ["chunkwise_torch"] if args.device == "cpu" and COMPILED.load() is not None else []
+    backends += ["mlstm_kernels"] if mlstm_chunkwise__native_autograd else []
     rows, peak = measure(args, backends)
 
     seq_lens = [r["seq_len"] for r in rows]

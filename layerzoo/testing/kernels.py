@@ -241,8 +241,8 @@ def packed_cases(draw, family: KernelFamily, dtypes: Sequence[torch.dtype] | Non
 def check_kernel_packed(family: KernelFamily, case: KernelCase, backend: str, lengths: Sequence[int],
                         offsets_dtype: torch.dtype = torch.int64) -> None:
     """One call on packed sequences (cu_seqlens; see KernelFamily.packs) equals one call per
-    sequence: outputs, final states, and the gradients of both with respect to every input and
-    the initial state. Row s of the case's inputs, its first lengths[s] steps, is sequence s."""
+    sequence: outputs, final states (with autograd recording and without), and the gradients of
+    both with respect to every input and the initial state. Row s of the case's inputs, its first lengths[s] steps, is sequence s."""
     generator = torch.Generator().manual_seed(0)
     device = next(iter(case.inputs.values())).device
     offsets = torch.tensor([0, *itertools.accumulate(lengths)], dtype=offsets_dtype, device=device)
@@ -276,6 +276,11 @@ def check_kernel_packed(family: KernelFamily, case: KernelCase, backend: str, le
     assert_close(out, expected, what=f"{what}: output", scale=10)
     _assert_states_close(family, final, expected_state, f"{what}: final state", scale=10)
     backward(out, final, expected_state)
+    # Without autograd a kernel may run other code (a compiled forward): it must agree too.
+    with torch.no_grad():
+        out, final = family.run(_packed(case.inputs, lengths), case.state, backend, {**case.options, "cu_seqlens": offsets})
+    assert_close(out, expected, what=f"{what}: output without autograd", scale=10)
+    _assert_states_close(family, final, expected_state, f"{what}: final state without autograd", scale=10)
     named = [(name, packed[name], alone[name]) for name in packed]
     named += [(f"initial state [{i}]", a, b) for i, (a, b) in enumerate(zip(tensors_in(packed_state), tensors_in(alone_state)))]
     for name, got, want in named:

@@ -20,6 +20,7 @@ from layerzoo.kernels import MLSTMState, gated_delta_rule, kda, mlstm, sliding_w
 from layerzoo.kernels.assoc_memory import NU, associative_read, associative_update, empty_memory
 from layerzoo.kernels.gated_delta_rule import native
 from layerzoo.kernels.kda import native as kda_native
+from layerzoo.kernels.mlstm import native as mlstm_native
 from layerzoo.kernels.native_build import CompiledOps
 from layerzoo.kernels.ssd import native as ssd_native
 from layerzoo.kernels.triton_support import triton_can_run
@@ -264,6 +265,11 @@ def gated_delta_rule_cpu_kernels(kind: str):
     return cpu_kernels(native.COMPILED, kind)
 
 
+def mlstm_cpu_kernels(kind: str):
+    """The chunkwise mLSTM's "compiled" (a forward where no gradient is taken) or "pytorch" CPU implementation."""
+    return cpu_kernels(mlstm_native.COMPILED, kind)
+
+
 @dataclass(frozen=True)
 class Backend:
     """One backend of a family as the conformance tests run it: under `context`, on inputs of
@@ -284,7 +290,8 @@ BACKENDS = [
     Backend(SLIDING_WINDOW, "chunkwise"),
     Backend(SLIDING_WINDOW, "sdpa"),
     Backend(MLSTM, "reference"),
-    Backend(MLSTM, "chunkwise"),
+    Backend(MLSTM, "chunkwise", "chunkwise-compiled", lambda: mlstm_cpu_kernels("compiled")),
+    Backend(MLSTM, "chunkwise", "chunkwise-pytorch", lambda: mlstm_cpu_kernels("pytorch")),
     Backend(GATED_DELTA_RULE, "reference"),
     Backend(GATED_DELTA_RULE, "chunkwise", "chunkwise-compiled", lambda: gated_delta_rule_cpu_kernels("compiled")),
     Backend(GATED_DELTA_RULE, "chunkwise", "chunkwise-pytorch", lambda: gated_delta_rule_cpu_kernels("pytorch")),

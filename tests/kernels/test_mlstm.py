@@ -13,19 +13,23 @@ q, k >= 0 (no cancellation in q . n), where a low-precision kernel must meet its
 from __future__ import annotations
 
 import dataclasses
+import logging
 
 import pytest
 import torch
+from torch.utils import cpp_extension
 from hypothesis import given
 from hypothesis import strategies as st
 
-from layerzoo.kernels import MLSTMState, choose_mlstm_backend, mlstm, mlstm_reference
+from layerzoo.kernels import MLSTMState, choose_mlstm_backend, mlstm, mlstm_reference, native_build
 from layerzoo.kernels.mlstm import BACKENDS
+from layerzoo.kernels.mlstm import native as mlstm_native
 from layerzoo.kernels.triton_support import triton_can_run
 from layerzoo.testing import assert_close, check_kernel_packed, packed_cases
 from layerzoo.testing.tolerances import rms
 
-from families import MLSTM, in_frame
+from families import MLSTM, built, in_frame, mlstm_cpu_kernels
+from test_gated_delta_rule import relayout
 
 try:  # not a dependency: the cross-check runs where NX-AI's package is installed
     from mlstm_kernels.torch.recurrent.native_sequence import mlstm_recurrent_sequence__native_fw
@@ -142,35 +146,58 @@ def check_against_truth(backend, inputs, state, chunk_size, device=None):
                      scale=10 if gradient else 1, magnitude=magnitude if gradient else 0.0)
 
 
-def check_chunkwise_against_truth(inputs, state, chunk_size):
-    check_against_truth("chunkwise", inputs, state, chunk_size)
+def check_chunkwise_against_truth(cpu, inputs, state, chunk_size):
+    """The chunkwise kernel's `cpu` implementation against the truth (check_against_truth), and
+    its forward without autograd too: there the compiled one runs (native.py)."""
+    with mlstm_cpu_kernels(cpu):
+        check_against_truth("chunkwise", inputs, state, chunk_size)
+        with torch.no_grad():
+            h, final = mlstm(**inputs, initial_state=state, output_final_state=True, chunk_size=chunk_size,
+                             backend="chunkwise")
+    truth_h, truth = mlstm_reference(**{name: t.double() for name, t in inputs.items()},
+                                     initial_state=None if state is None else MLSTMState(*(t.double() for t in state)))
+    dtype, what = inputs["q"].dtype, f"chunkwise ({cpu}) without autograd, chunk {chunk_size}"
+    assert h.dtype == dtype and final.C.dtype == torch.promote_types(dtype, torch.float32)
+    assert_close(h.double(), truth_h, dtype, what=f"{what}: h")
+    for name, got, want in zip(STATE, in_frame(final, truth.m, torch.float64), truth):
+        assert_close(got, want, dtype, what=f"{what}: {name}")
 
 
+# The chunkwise kernel's two CPU implementations: the compiled forward (without autograd) and
+# PyTorch's, which runs where it cannot be built, or with autograd.
+CPU_KERNELS = ("compiled", "pytorch")
+
+
+@pytest.mark.parametrize("cpu", CPU_KERNELS)
 @given(case=mlstm_case())
-def test_chunkwise_matches_reference_outputs_states_and_gradients(case):
-    check_chunkwise_against_truth(*case)
+def test_chunkwise_matches_reference_outputs_states_and_gradients(cpu, case):
+    check_chunkwise_against_truth(cpu, *case)
 
 
+@pytest.mark.parametrize("cpu", CPU_KERNELS)
 @given(case=mlstm_case(dtypes=(torch.float32,), extreme_gates=True, max_length=150))
-def test_extreme_gates_stay_finite_and_agree(case):
+def test_extreme_gates_stay_finite_and_agree(cpu, case):
     """Forget gates near 0 and 1, input gates exp(+-30): no overflow, and still the same function."""
-    check_chunkwise_against_truth(*case)  # assert_close also fails on NaN or Inf
+    check_chunkwise_against_truth(cpu, *case)  # assert_close also fails on NaN or Inf
 
 
+@pytest.mark.parametrize("cpu", CPU_KERNELS)
 @given(case=mlstm_case(padding=True, max_length=150))
-def test_padding_tokens_leave_the_state_alone_whole_chunks_included(case):
+def test_padding_tokens_leave_the_state_alone_whole_chunks_included(cpu, case):
     """A chunk of nothing but padding (every i = -inf) must carry the state through, not NaN."""
-    check_chunkwise_against_truth(*case)
+    check_chunkwise_against_truth(cpu, *case)
 
 
+@pytest.mark.parametrize("cpu", CPU_KERNELS)
 @given(data=st.data())
-def test_packed_sequences_cross_no_boundary_at_realistic_chunk_sizes(data):
+def test_packed_sequences_cross_no_boundary_at_realistic_chunk_sizes(cpu, data):
     """Packed, the chunkwise kernel lays each sequence from a chunk boundary and restarts the loop
     over chunks at each: sequences of up to 150 tokens in chunks of 16 to 64 equal one call per
     sequence (the conformance check runs chunks of at most 16)."""
     case, lengths = data.draw(packed_cases(MLSTM, max_sequences=4, max_length=150))
     case = dataclasses.replace(case, options={"chunk_size": data.draw(st.sampled_from([16, 32, 64]))})
-    check_kernel_packed(MLSTM, case, "chunkwise", lengths)
+    with mlstm_cpu_kernels(cpu):
+        check_kernel_packed(MLSTM, case, "chunkwise", lengths)
 
 
 @pytest.mark.parametrize("backend", ["chunkwise", "auto"])
@@ -259,3 +286,53 @@ def test_arguments_particular_to_mlstm_get_one_line_errors(kwargs, match):
     with pytest.raises(ValueError, match=match) as info:
         mlstm(*_inputs(), **kwargs)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("layout", ["token_major", "channel_major"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_compiled_forward_fake_agrees_with_the_op(layout, dtype):
+    """torch.library.opcheck: the fake torch.compile traces with (native.py) gives the op's
+    output shapes, dtypes and strides; packed sequences (an empty one too) and a partial chunk."""
+    built(mlstm_native.COMPILED)
+    gen = torch.Generator().manual_seed(0)
+    q, k, v, i, f = (relayout(torch.randn(*shape, generator=gen, dtype=dtype), layout)
+                     for shape in [(1, 7, 2, 4), (1, 7, 2, 4), (1, 7, 2, 3), (1, 7, 2), (1, 7, 2)])
+    state = [torch.randn(3, 2, 4, 3, dtype=dtype), torch.randn(3, 2, 4, dtype=dtype), torch.randn(3, 2, dtype=dtype)]
+    torch.library.opcheck(torch.ops.layerzoo.mlstm_forward, (q, k, v, i, f, *state, [0, 5, 5, 7], 2, 1e-6))
+
+
+@pytest.mark.parametrize("change,match", [
+    ({"offsets": [0, 6]}, r"offsets must rise from 0 to T = 7"),
+    ({"chunk": 0}, r"chunk must be in \[1, \d+\], got 0"),
+    ({"C": torch.zeros(1, 2, 4, 4)}, r"C must have shape \[1, 2, 4, 3\], got \[1, 2, 4, 4\]"),
+    ({"f": torch.zeros(1, 7, 2, dtype=torch.float64)}, r"f must be Float like q, got Double"),
+])
+def test_the_raw_compiled_op_checks_its_arguments(change, match):
+    built(mlstm_native.COMPILED)
+    args = {"q": torch.zeros(1, 7, 2, 4), "k": torch.zeros(1, 7, 2, 4), "v": torch.zeros(1, 7, 2, 3),
+            "i": torch.zeros(1, 7, 2), "f": torch.zeros(1, 7, 2), "C": torch.zeros(1, 2, 4, 3), "n": torch.zeros(1, 2, 4),
+            "m": torch.zeros(1, 2), "offsets": [0, 7], "chunk": 2, "eps": 1e-6} | change
+    with pytest.raises(ValueError, match=match) as info:
+        torch.ops.layerzoo.mlstm_forward(*args.values())
+    assert "\n" not in str(info.value)
+
+
+def test_without_the_compiled_forward_pytorch_runs(monkeypatch, caplog):
+    """LAYERZOO_NATIVE=0 or a failed build (one warning) leave the PyTorch forward running."""
+    q, k, v, i, f = _inputs()
+    monkeypatch.setenv("LAYERZOO_NATIVE", "0")
+    assert mlstm_native.native_forward(q, k, v, i, f, None, 2, None) is None
+    monkeypatch.delenv("LAYERZOO_NATIVE")
+
+    def failed_build(**_):
+        raise RuntimeError("Ninja is required to load C++ extensions")
+
+    monkeypatch.setattr(cpp_extension, "load", failed_build)
+    mlstm_native.COMPILED.load.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger=native_build.__name__):
+            assert mlstm_native.native_forward(q, k, v, i, f, None, 2, None) is None
+        assert "compiled CPU mLSTM unavailable (Ninja is required" in caplog.text
+        assert torch.equal(mlstm(q, k, v, i, f, backend="chunkwise"), torch.zeros(1, 6, 2, 5))
+    finally:
+        mlstm_native.COMPILED.load.cache_clear()

@@ -3,8 +3,8 @@
 Layout follows flash-linear-attention: q, k (B, T, H, Dk), v (B, T, H, Dv), gates (B, T, H).
 Semantics are NX-AI mlstm_kernels' stabilised mLSTM (see reference.py): exp input gate, sigmoid
 forget gate in log space, max stabiliser m, normaliser n, q scaled by Dk^-0.5.
-Backends: "reference" (the step loop), "chunkwise" (PyTorch), "triton" (kernels in triton/, for
-CUDA; imported on first use). Packed sequences (cu_seqlens): "chunkwise" takes them in one pass
+Backends: "reference" (the step loop), "chunkwise" (PyTorch; on CPU a forward that autograd does
+not record runs compiled, native.py), "triton" (kernels in triton/, for CUDA; imported on first use). Packed sequences (cu_seqlens): "chunkwise" takes them in one pass
 (chunkwise.py); the others run once per sequence.
 """
 

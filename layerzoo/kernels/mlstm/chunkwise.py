@@ -18,6 +18,9 @@ Packed sequences (cu_seqlens) go on a ChunkGrid, each sequence from a chunk boun
 part runs once over every chunk of every sequence, and the loop over chunks restarts from a
 sequence's own initial state at its first chunk, which is where a forget gate of exactly 0 would
 act (cumulative sums of log gates cannot carry that -inf, this loop needs none).
+
+On CPU, a forward that autograd does not record runs compiled (native.py, cpu_forward.cpp): the
+same chunks, a head per thread, about 2.2x as fast (the README's mLSTM table).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import torch.nn.functional as F
 
 from ..chunk_grid import ChunkGrid
 from ..common import compute_dtype
+from .native import native_forward
 from .reference import EPS, MLSTMState
 
 
@@ -53,6 +57,9 @@ def mlstm_chunkwise(
     Returns h (B, T, H, Dv) in q's dtype and the final MLSTMState; all arithmetic and states in
     fp32 (fp64 for fp64 q). Inputs are not validated here; `mlstm(...)` validates.
     """
+    compiled = native_forward(q, k, v, i, f, initial_state, chunk_size, bounds)
+    if compiled is not None:
+        return compiled
     length, key_dim, value_dim = q.shape[1], q.shape[3], v.shape[3]
     out_dtype, dtype = q.dtype, compute_dtype(q.dtype)
     if bounds is None:
