@@ -45,9 +45,10 @@ def extension_name(family: str, sources: list[Path], headers: list[Path]) -> str
     )
 
 
-def build_extension(name: str, sources: list[Path], what: str) -> bool:
+def build_extension(name: str, sources: list[Path], what: str, flags: tuple[str, ...] = ()) -> bool:
     """Build (if need be) and load the extension `name`; False, with one warning saying why, when it
-    cannot be built or loaded. `what` names the kernel in log lines ("gated delta rule")."""
+    cannot be built or loaded. `what` names the kernel in log lines ("gated delta rule"); `flags`
+    are compiler flags on top of the shared ones."""
     from torch.utils import cpp_extension
 
     log.info("layerzoo: loading the compiled CPU %s (built on first use)", what)
@@ -59,7 +60,7 @@ def build_extension(name: str, sources: list[Path], what: str) -> bool:
                 sources=[str(p) for p in sources],
                 # -fopenmp so that ATen's parallel_for (a header template) runs its heads in parallel;
                 # not linked: the OpenMP symbols resolve to the runtime libtorch_cpu already loaded
-                extra_cflags=["-O3", "-fopenmp"],
+                extra_cflags=["-O3", "-fopenmp", *flags],
                 build_directory=str(directory),
                 is_python_module=False,
             )

@@ -271,6 +271,7 @@ BACKENDS = [
     Backend(SLIDING_WINDOW, "reference"),
     Backend(SLIDING_WINDOW, "chunkwise"),
     Backend(SLIDING_WINDOW, "sdpa"),
+    Backend(SLIDING_WINDOW, "native"),
     Backend(MLSTM, "reference"),
     Backend(MLSTM, "chunkwise"),
     Backend(GATED_DELTA_RULE, "reference"),

@@ -1,5 +1,5 @@
-// What the compiled CPU forward (cpu_forward.cpp) and backward (cpu_backward.cpp) share: BLAS
-// gemm on row-major matrices, strided reads of the (B, T, H, D) inputs, the in-chunk decays.
+// What the compiled CPU forward (cpu_forward.cpp) and backward (cpu_backward.cpp) share: strided
+// reads of the (B, T, H, D) inputs, the in-chunk decays (and ../cpu_gemm.h's BLAS gemm).
 //
 // Row-major throughout: a matrix is (pointer, rows, columns, row stride).
 
@@ -13,17 +13,11 @@
 #include <type_traits>
 #include <vector>
 
-// BLAS's Fortran gemm, which libtorch_cpu exports from the BLAS it is built with (MKL on x86).
-extern "C" {
-void sgemm_(const char *transa, const char *transb, const int *m, const int *n, const int *k,
-            const float *alpha, const float *a, const int *lda, const float *b, const int *ldb,
-            const float *beta, float *c, const int *ldc);
-void dgemm_(const char *transa, const char *transb, const int *m, const int *n, const int *k,
-            const double *alpha, const double *a, const int *lda, const double *b, const int *ldb,
-            const double *beta, double *c, const int *ldc);
-}
+#include "../cpu_gemm.h"
 
 namespace layerzoo_gdr {
+
+using layerzoo_cpu::gemm;
 
 // Argument checks of both entry points: any misuse raises a Python ValueError naming the argument,
 // before anything is read.
@@ -54,28 +48,6 @@ inline void check_inputs(const char *op, const at::Tensor &q, const at::Tensor &
   TORCH_CHECK_VALUE(q.size(3) >= 1 && q.size(3) <= limit && v.size(3) >= 1 && v.size(3) <= limit, op,
                     ": head dims must be in [1, ", limit, "], got K = ", q.size(3), " and V = ", v.size(3));
   TORCH_CHECK_VALUE(chunk >= 1 && chunk <= limit, op, ": chunk must be in [1, ", limit, "], got ", chunk);
-}
-
-inline void blas_gemm(const char *ta, const char *tb, const int *m, const int *n, const int *k, const float *alpha,
-                      const float *a, const int *lda, const float *b, const int *ldb, const float *beta, float *c,
-                      const int *ldc) {
-  sgemm_(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-inline void blas_gemm(const char *ta, const char *tb, const int *m, const int *n, const int *k, const double *alpha,
-                      const double *a, const int *lda, const double *b, const int *ldb, const double *beta,
-                      double *c, const int *ldc) {
-  dgemm_(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
-// Row-major c (m, n) = alpha * op(a) (m, k) @ op(b) (k, n) + beta * c, where op transposes when asked.
-// BLAS is column-major, where a row-major matrix reads as its transpose: so it computes
-// c^T = op(b)^T op(a)^T, with the operands swapped.
-template <typename T>
-void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, T alpha, const T *a, int lda, const T *b,
-          int ldb, T beta, T *c, int ldc) {
-  const char ta = transpose_a ? 'T' : 'N', tb = transpose_b ? 'T' : 'N';
-  blas_gemm(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
 }
 
 // A (tokens, features) slice of a (B, T, H, D) tensor for one head, or a (tokens,) one of a

@@ -15,7 +15,7 @@ from .native_ops import register_for_tracing
 
 HERE = Path(__file__).parent
 SOURCES = [HERE / "cpu_forward.cpp", HERE / "cpu_backward.cpp"]
-NAME = extension_name("gated_delta_rule", SOURCES, [HERE / "cpu_common.h"])
+NAME = extension_name("gated_delta_rule", SOURCES, [HERE / "cpu_common.h", HERE.parent / "cpu_gemm.h"])
 
 
 def native_ops_for(t: torch.Tensor):
