@@ -91,7 +91,8 @@ def test_chunkwise_matches_dense_masked_sdpa(case):
 
 
 @settings(deadline=None)
-@given(case=attention_case(dtypes=(torch.float32, torch.float64)), backend=st.sampled_from(["chunkwise", "sdpa", "native"]))
+@given(case=attention_case(dtypes=(torch.float32, torch.float64)),
+       backend=st.sampled_from(["chunkwise", "sdpa", "native"]))
 def test_gradients_match_reference(case, backend):
     q, k, v, window = case
     grad_out = torch.randn_like(q)
