@@ -21,6 +21,7 @@ from layerzoo.kernels import (
     sliding_window_attention_reference,
 )
 from layerzoo.kernels.sliding_window import BACKENDS, native_enabled
+from layerzoo.kernels.sliding_window.native import load_native_ops
 from layerzoo.testing.tolerances import assert_close
 
 CPU_BACKENDS = ["reference", "chunkwise", "sdpa", "native", "auto"]
@@ -298,3 +299,18 @@ def test_cuda_backends_match_reference(backend, dtype):
     expected_grads = torch.autograd.grad(expected, (q, k, v), grad_out)
     for name, got, want in zip("qkv", grads, expected_grads):
         assert_close(got, want, what=f"{backend} d{name}", scale=CUDA_TOLERANCE_SCALE[dtype])
+
+
+@pytest.mark.skipif(not native_enabled(), reason="the compiled kernel did not build")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_native_fakes_agree_with_the_compiled_ops(dtype):
+    """torch.library.opcheck: the fakes torch.compile and torch.export trace with (native.py) give
+    the compiled ops' shapes, dtypes and strides, and both ops trace with dynamic shapes; GQA, more
+    keys than queries, a partial last block, q a strided view."""
+    ops = load_native_ops()
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 4, 37, 8, generator=gen, dtype=dtype).transpose(1, 2)
+    k, v = (torch.randn(1, 45, 2, 8, generator=gen, dtype=dtype) for _ in range(2))
+    torch.library.opcheck(ops.sliding_window_forward, (q, k, v, 5, 0.3, 32))
+    out, lse = ops.sliding_window_forward(q, k, v, 5, 0.3, 32)
+    torch.library.opcheck(ops.sliding_window_backward, (q, k, v, out, lse, torch.randn_like(out), 5, 0.3, 32))
