@@ -58,16 +58,17 @@ class CompiledOps:
 
 
 def compiled_ops(family: str, sources: list[Path], headers: list[Path], what: str,
-                 register_for_tracing: Callable[[], None]) -> CompiledOps:
+                 register_for_tracing: Callable[[], None], flags: tuple[str, ...] = ()) -> CompiledOps:
     """The compiled CPU ops of `family`, built on first use from `sources` (which include
-    `headers`); `what` names them in log lines ("gated delta rule"). register_for_tracing() runs
+    `headers`) with compiler `flags` on top of the shared ones; `what` names them in log lines
+    ("gated delta rule"). register_for_tracing() runs
     once they load: it gives torch.compile their fake implementations (torch checks that an op
     exists before taking its fake)."""
     name = extension_name(family, sources, headers)
 
     @functools.cache
     def load():
-        if not build_extension(name, sources, what):
+        if not build_extension(name, sources, what, flags):
             return None
         register_for_tracing()
         return torch.ops.layerzoo
@@ -95,9 +96,10 @@ def extension_name(family: str, sources: list[Path], headers: list[Path]) -> str
     )
 
 
-def build_extension(name: str, sources: list[Path], what: str) -> bool:
+def build_extension(name: str, sources: list[Path], what: str, flags: tuple[str, ...] = ()) -> bool:
     """Build (if need be) and load the extension `name`; False, with one warning saying why, when it
-    cannot be built or loaded. `what` names the kernel in log lines ("gated delta rule")."""
+    cannot be built or loaded. `what` names the kernel in log lines ("gated delta rule"); `flags`
+    are compiler flags on top of the shared ones."""
     from torch.utils import cpp_extension
 
     log.info("layerzoo: loading the compiled CPU %s (built on first use)", what)
@@ -109,7 +111,7 @@ def build_extension(name: str, sources: list[Path], what: str) -> bool:
                 sources=[str(p) for p in sources],
                 # -fopenmp so that ATen's parallel_for (a header template) runs its heads in parallel;
                 # not linked: the OpenMP symbols resolve to the runtime libtorch_cpu already loaded
-                extra_cflags=["-O3", "-fopenmp"],
+                extra_cflags=["-O3", "-fopenmp", *flags],
                 build_directory=str(directory),
                 is_python_module=False,
             )

@@ -289,6 +289,7 @@ BACKENDS = [
     Backend(SLIDING_WINDOW, "reference"),
     Backend(SLIDING_WINDOW, "chunkwise"),
     Backend(SLIDING_WINDOW, "sdpa"),
+    Backend(SLIDING_WINDOW, "native"),
     Backend(MLSTM, "reference"),
     Backend(MLSTM, "chunkwise", "chunkwise-compiled", lambda: mlstm_cpu_kernels("compiled")),
     Backend(MLSTM, "chunkwise", "chunkwise-pytorch", lambda: mlstm_cpu_kernels("pytorch")),

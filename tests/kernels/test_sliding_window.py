@@ -20,10 +20,11 @@ from layerzoo.kernels import (
     sliding_window_attention,
     sliding_window_attention_reference,
 )
-from layerzoo.kernels.sliding_window import BACKENDS
+from layerzoo.kernels.sliding_window import BACKENDS, native_enabled
+from layerzoo.kernels.sliding_window.native import load_native_ops
 from layerzoo.testing.tolerances import assert_close
 
-CPU_BACKENDS = ["reference", "chunkwise", "sdpa", "auto"]
+CPU_BACKENDS = ["reference", "chunkwise", "sdpa", "native", "auto"]
 # GPU kernels reorder fp32 sums more, and bf16 gradients round every partial product.
 CUDA_TOLERANCE_SCALE = {torch.float32: 10.0, torch.bfloat16: 2.0}
 
@@ -73,7 +74,7 @@ def test_window_semantics(backend, q_len, k_len, window):
 
 
 @settings(deadline=None)
-@given(case=attention_case(), backend=st.sampled_from(["chunkwise", "sdpa", "auto"]))
+@given(case=attention_case(), backend=st.sampled_from(["chunkwise", "sdpa", "native", "auto"]))
 def test_backends_match_reference(case, backend):
     q, k, v, window = case
     out = sliding_window_attention(q, k, v, window, backend=backend)
@@ -91,7 +92,8 @@ def test_chunkwise_matches_dense_masked_sdpa(case):
 
 
 @settings(deadline=None)
-@given(case=attention_case(dtypes=(torch.float32,)), backend=st.sampled_from(["chunkwise", "sdpa"]))
+@given(case=attention_case(dtypes=(torch.float32, torch.float64)),
+       backend=st.sampled_from(["chunkwise", "sdpa", "native"]))
 def test_gradients_match_reference(case, backend):
     q, k, v, window = case
     grad_out = torch.randn_like(q)
@@ -120,11 +122,24 @@ def test_scale_and_window_at_least_keys_is_full_causal():
 
 def test_choose_backend_on_cpu():
     q, k = torch.randn(1, 16, 4, 8), torch.randn(1, 32, 2, 8)
-    assert choose_swa_backend(q, k, 8) == "chunkwise"
+    assert choose_swa_backend(q, k, 8) == ("native" if native_enabled() else "chunkwise")
     assert choose_swa_backend(q, k, None) == "sdpa"
     assert choose_swa_backend(q, k, 32) == "sdpa"  # the window covers every key: plain causal
     assert choose_swa_backend(q, k, 8, backend="reference") == "reference"
-    assert set(BACKENDS) >= {"reference", "chunkwise", "sdpa", "flex"}
+    assert set(BACKENDS) >= {"reference", "chunkwise", "sdpa", "flex", "native"}
+
+
+def test_native_falls_back_to_chunkwise_when_turned_off(monkeypatch):
+    """LAYERZOO_NATIVE=0 (or no compiler): "auto" runs chunkwise, and "native" asked for by name
+    computes with it, gradients included."""
+    monkeypatch.setenv("LAYERZOO_NATIVE", "0")
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 40, 2, 8, generator=gen, requires_grad=True) for _ in range(3))
+    assert choose_swa_backend(q, k, 8) == "chunkwise"
+    out = sliding_window_attention(q, k, v, 8, backend="native")
+    assert_close(out, sliding_window_attention_reference(q, k, v, 8), what="native turned off")
+    out.sum().backward()
+    assert q.grad is not None
 
 
 @st.composite
@@ -148,7 +163,7 @@ def packed_attention_case(draw, dtypes=(torch.float32, torch.bfloat16)):
 
 
 @settings(deadline=None)
-@given(case=packed_attention_case(), backend=st.sampled_from(["chunkwise", "sdpa", "auto"]))
+@given(case=packed_attention_case(), backend=st.sampled_from(["chunkwise", "sdpa", "native", "auto"]))
 def test_packed_backends_match_the_packed_reference(case, backend):
     """Outputs and gradients at the chunkwise path's real chunk sizes (the conformance check, which
     holds packed calls to one call per sequence, runs a few tokens)."""
@@ -284,3 +299,18 @@ def test_cuda_backends_match_reference(backend, dtype):
     expected_grads = torch.autograd.grad(expected, (q, k, v), grad_out)
     for name, got, want in zip("qkv", grads, expected_grads):
         assert_close(got, want, what=f"{backend} d{name}", scale=CUDA_TOLERANCE_SCALE[dtype])
+
+
+@pytest.mark.skipif(not native_enabled(), reason="the compiled kernel did not build")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_native_fakes_agree_with_the_compiled_ops(dtype):
+    """torch.library.opcheck: the fakes torch.compile and torch.export trace with (native.py) give
+    the compiled ops' shapes, dtypes and strides, and both ops trace with dynamic shapes; GQA, more
+    keys than queries, a partial last block, q a strided view."""
+    ops = load_native_ops()
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 4, 37, 8, generator=gen, dtype=dtype).transpose(1, 2)
+    k, v = (torch.randn(1, 45, 2, 8, generator=gen, dtype=dtype) for _ in range(2))
+    torch.library.opcheck(ops.sliding_window_forward, (q, k, v, 5, 0.3, 32))
+    out, lse = ops.sliding_window_forward(q, k, v, 5, 0.3, 32)
+    torch.library.opcheck(ops.sliding_window_backward, (q, k, v, out, lse, torch.randn_like(out), 5, 0.3, 32))

@@ -7,7 +7,7 @@ keys = [cached keys; new keys] and queries = the new tokens only.
 Packed sequences (cu_seqlens, cu_seqlens_k; flash-attn's varlen convention): "reference" and
 "sdpa" take them as a dense block-diagonal mask, "chunkwise" as a sequence mask on its grid when
 each sequence has a key per query (chunkwise.py), else on a grid of chunks that each lie in one
-sequence (packed.py), "flex" as a document mask; "triton" runs once per sequence.
+sequence (packed.py), "flex" as a document mask; "triton" and "native" run once per sequence.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from ..common import check_cu_seqlens, check_tensors, choose_backend, empty_output, has_tokens, per_sequence
 from ..triton_support import require_triton, triton_can_run
 from .chunkwise import first_reachable_key, sliding_window_attention_chunkwise
+from .native import native_enabled, native_ops_for, sliding_window_attention_native
 from .packed import sliding_window_attention_packed
 from .triton.config import TRITON_DTYPES
 from .reference import packed_positions, packed_window_mask, sliding_window_attention_reference, sliding_window_mask
@@ -134,6 +135,15 @@ def _flex(q, k, v, window, scale, *, bounds=None):
     return out.transpose(1, 2)
 
 
+def _native(q, k, v, window, scale):
+    """The compiled CPU kernels (native.py): blocks of queries against only their band of keys,
+    BLAS gemms, the softmax in cache. Where they cannot be built or LAYERZOO_NATIVE=0, chunkwise."""
+    ops = native_ops_for(q)
+    if ops is None:
+        return _chunkwise(q, k, v, window, scale)
+    return sliding_window_attention_native(ops, q, k, v, k.shape[1] if window is None else window, scale)
+
+
 def _triton(q, k, v, window, scale):
     """Flash-attention-2 style Triton kernels that visit only in-window key blocks (triton/).
 
@@ -149,6 +159,7 @@ BACKENDS: dict[str, Backend] = {
     "chunkwise": _chunkwise,
     "sdpa": _sdpa,
     "flex": _flex,
+    "native": _native,
     "triton": _triton,
 }
 PACKED = ("reference", "chunkwise", "sdpa", "flex")
@@ -214,12 +225,13 @@ def choose_swa_backend(
 
     "auto" picks: "sdpa" (fused causal kernel) when the window covers all Tk keys; otherwise, on
     CUDA with at least FLEX_MIN_QUERIES queries, "triton" (or "flex" when triton is missing or
-    the dtype is fp64), "sdpa" on CUDA for fewer queries, and "chunkwise" elsewhere (also under
-    TRITON_INTERPRET, where the interpreted kernels are far slower than torch's CPU SDPA).
-    Packed sequences never get "sdpa" (its dense mask over all of them is O(Tq * Tk) where each
-    query needs at most its own sequence's keys): "triton" or "flex" as above on CUDA, whatever
-    the window, and "chunkwise" for fewer queries (a decode step of many streams) and off CUDA.
-    Sinks are in the backends of SINKS: on CUDA "chunkwise" takes the place of "triton" and "flex".
+    the dtype is fp64), "sdpa" on CUDA for fewer queries, and on CPU "native" (the compiled
+    kernels) where they build, else "chunkwise" (also under TRITON_INTERPRET, where the
+    interpreted kernels are far slower than torch's CPU SDPA). Packed sequences never get "sdpa"
+    (its dense mask over all of them is O(Tq * Tk) where each query needs at most its own
+    sequence's keys): "triton" or "flex" as above on CUDA, whatever the window, and "chunkwise"
+    for fewer queries (a decode step of many streams) and off CUDA. Sinks are in the backends of
+    SINKS: "chunkwise" takes the place of "triton", "flex" and "native".
     Raises ValueError for an unknown name or a backend the device or dtype cannot run.
     """
     _check_window(window)
@@ -231,6 +243,8 @@ def choose_swa_backend(
         raise ValueError(
             f"the 'flex' backend needs CUDA tensors, got {q.device}; use 'chunkwise' off CUDA"
         )
+    if name == "native" and q.device.type != "cpu":
+        raise ValueError(f"the 'native' backend runs on the CPU, got {q.device}")
     if name == "triton":
         require_triton(q, "sliding_window_attention", TRITON_DTYPES)
     return name
@@ -242,7 +256,10 @@ def _fast_backend(q: torch.Tensor, k: torch.Tensor, window: int | None, packed: 
         return "sdpa"
     if q.is_cuda and q.shape[1] >= FLEX_MIN_QUERIES and not sinks:
         return "triton" if triton_can_run(q) and q.dtype in TRITON_DTYPES else "flex"
-    return "sdpa" if q.is_cuda and not packed else "chunkwise"
+    if q.is_cuda:
+        return "chunkwise" if packed else "sdpa"
+    compiled = q.device.type == "cpu" and not packed and not sinks and native_enabled()
+    return "native" if compiled else "chunkwise"
 
 
 def sliding_window_attention(
