@@ -27,9 +27,8 @@ FLAGS = ("-fno-trapping-math", "-fno-math-errno")
 def block_size(window: int) -> int:
     """Queries per block: window / 8 in [32, 128]. A block reads block + window - 1 keys for window
     useful ones per row, so small blocks waste less on the band's corners, large ones make gemms
-    BLAS runs faster. Measured at T = 8192, D = 64, fp32, 2 threads (blocks 16 to 128): 32 is
-    fastest at window 128, 64 at 512 and 128 at 2048 (1.3x faster than 64 there, forward and
-    forward+backward)."""
+    BLAS runs faster; window / 8 was the fastest block at every window timed (see the commit that
+    set it)."""
     return min(128, max(32, window // 8))
 
 
