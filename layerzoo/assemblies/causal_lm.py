@@ -51,8 +51,9 @@ class CausalLM(nn.Module):
         if not self.config.tie_embeddings:
             nn.init.normal_(self.head.weight, std=self.config.init_std)
 
-    def shard_units(self) -> list[nn.Module]:
-        """The modules FSDP shards one by one (then the model itself): the blocks."""
+    def repeated_blocks(self) -> list[nn.Module]:
+        """The blocks: the units FSDP shards one by one (then the model itself) and training.compile
+        compiles one by one."""
         return list(self.blocks)
 
     def forward(self, input_ids: torch.Tensor, state: list[Any] | None = None, return_state: bool = False, *,

@@ -17,6 +17,10 @@ from .distributed import Context, all_sum
 
 LOCAL = Context(rank=0, world_size=1, device=torch.device("cpu"))
 
+# Evaluation runs a compiled model (training.compile) eagerly: under no_grad the compiled C++
+# kernels do the work, so compiling gains little, and every evaluated length would compile anew.
+uncompiled = torch.compiler.set_stance("force_eager")
+
 
 def score(model: nn.Module, batch: Batch, autocast: contextlib.AbstractContextManager) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(summed cross-entropy (0-d, differentiable), correct argmax predictions (0-d), scored tokens)
@@ -34,6 +38,7 @@ def score(model: nn.Module, batch: Batch, autocast: contextlib.AbstractContextMa
 
 
 @torch.no_grad()
+@uncompiled
 def evaluate(model: nn.Module, task: Task, seq_len: int, samples: int, seed: int, *, depth: float | None = None,
              batch_size: int = 16, context: Context = LOCAL, autocast=contextlib.nullcontext()) -> dict[str, float]:
     """Mean loss and accuracy over the scored tokens of `samples` seeded examples (the same ones

@@ -1,6 +1,6 @@
 """FSDP2: each rank builds the model on the meta device, shards it, then allocates and fills only its shards.
 
-The units are the assembly's `shard_units()` (its blocks, or the layers ARMT wraps), one FSDP group
+The units are the assembly's `repeated_blocks()` (its blocks, or the layers ARMT wraps), one FSDP group
 each, then the model itself (embedding, final norm, head; ARMT's memory tokens and memories). With
 mixed_precision "bf16" a unit computes with bf16 copies of its fp32 shards and reduce-scatters
 gradients in fp32; the optimizer and checkpoints keep fp32.
@@ -45,8 +45,8 @@ def mixed_precision_policy(name: str | None) -> MixedPrecisionPolicy:
 
 
 def shard(model: nn.Module, policy: MixedPrecisionPolicy) -> nn.Module:
-    """fully_shard each of model.shard_units(), then the model (its remaining parameters); in place."""
-    for unit in model.shard_units():
+    """fully_shard each of model.repeated_blocks(), then the model (its remaining parameters); in place."""
+    for unit in model.repeated_blocks():
         fully_shard(unit, mp_policy=policy)
     return fully_shard(model, mp_policy=policy)
 

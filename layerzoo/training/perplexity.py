@@ -18,11 +18,13 @@ from torch import nn
 
 from ..mixers import at_window
 from ..tasks import Text
+from .evaluate import uncompiled
 
 LOG2 = math.log(2)
 
 
 @torch.no_grad()
+@uncompiled
 def perplexity_by_length(model: nn.Module, task: Text, lengths: list[int], *, samples: int = 8, chunk_size: int = 1024,
                          window: int | None = None, seed: int = 0, device: torch.device | str = "cpu",
                          autocast=contextlib.nullcontext()) -> dict:

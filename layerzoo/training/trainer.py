@@ -84,9 +84,7 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
             raise TrainingError(f"{run_dir}: no checkpoint to resume from; start over with --overwrite")
         load_weights(checkpoint, model)
     if config.compile:
-        # In place: the module, its parameters and its state_dict keys stay what they were, so
-        # checkpoints, DDP and FSDP see the same model; only its calls run compiled.
-        model.compile()
+        compile_blocks(model)
     if context.is_main:
         start_run_folder(run_dir, spec, overwrite)
     wrapped = distributed.wrap(model, context, config.parallel)
@@ -212,6 +210,19 @@ def check_batch(config: TrainingConfig, world_size: int) -> int:
         raise TrainingError(f"training.batch_size {config.batch_size} does not split over {world_size} processes "
                             f"x {config.grad_accum} accumulation steps")
     return config.batch_size // world_size
+
+
+def compile_blocks(model: nn.Module) -> None:
+    """torch.compile each of the model's repeated blocks, in place.
+
+    In place, the module, its parameters and its state_dict keys stay what they were, so
+    checkpoints, DDP and FSDP see the same model; only the blocks' calls run compiled. Block by
+    block rather than whole: a block's graph takes its weights as inputs, so each kind of block
+    (and window) compiles once and serves every block of its kind, which halves the one-time cost.
+    Evaluation runs uncompiled (evaluate.py).
+    """
+    for block in model.repeated_blocks():
+        block.compile()
 
 
 def build_model(spec: Spec, context: distributed.Context) -> nn.Module:

@@ -74,8 +74,8 @@ def test_a_module_with_weights_but_no_reset_is_refused():
         init_weights(model)
 
 
-def test_the_assemblies_name_their_shard_units():
+def test_the_assemblies_name_their_repeated_blocks():
     causal = layerzoo.build("transformer-tiny", device="meta")
-    assert causal.shard_units() == list(causal.blocks)
+    assert causal.repeated_blocks() == list(causal.blocks)
     armt = layerzoo.build("armt-tiny", device="meta")
-    assert armt.shard_units() == list(armt.base.blocks)
+    assert armt.repeated_blocks() == list(armt.base.blocks)

@@ -65,7 +65,7 @@ def uneven_evaluation(spec, context) -> tuple[dict, dict]:
 def mixed_precision_pass(spec) -> dict:
     """One forward and backward with bf16 mixed precision: the dtypes seen and whether the loss is finite."""
     model = build_sharded(spec, CPU, "bf16")
-    unit = model.shard_units()[0]
+    unit = model.repeated_blocks()[0]
     seen = []
     unit.register_forward_pre_hook(lambda module, args: seen.append(next(module.parameters()).dtype))
     logits = model(torch.randint(0, spec.model.vocab_size, (2, spec.training.seq_len)))

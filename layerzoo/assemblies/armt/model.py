@@ -106,8 +106,9 @@ class ARMT(nn.Module):
         with torch.no_grad():
             self.memory_tokens.copy_(tokens)
 
-    def shard_units(self) -> list[nn.Module]:
-        """The modules FSDP shards one by one (then the model itself): the base model's layers.
+    def repeated_blocks(self) -> list[nn.Module]:
+        """The base model's layers: the units FSDP shards one by one (then the model itself) and
+        training.compile compiles one by one.
 
         The memories stay with the model itself. FSDP gathers a unit's weights in its forward
         hooks, and the hooks around a layer call a memory's read and write, never its forward: as
