@@ -308,7 +308,8 @@ def add_comparison_commands(commands) -> None:
     comparison = commands.add_parser("compare", help="runs and sweeps side by side: metric against context length "
                                                      "(mean, min-max over seeds), loss, tokens/s, state size")
     comparison.add_argument("folders", nargs="+", metavar="RUN_OR_SWEEP",
-                            help="run folders (each its own group) and sweep folders (a group per grid point)")
+                            help="run folders (each its own group), sweep folders (a group per grid point) and "
+                                 "SWEEP/GROUP (one grid point of a sweep)")
     comparison.add_argument("--metric", choices=("niah", "perplexity", "loss"),
                             help="niah: the accuracy grid's mean over depths; perplexity: what `eval --metric "
                                  "perplexity` wrote; loss: training loss (default: niah, else perplexity, else loss, "

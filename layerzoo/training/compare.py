@@ -51,14 +51,16 @@ def compare(folders: list[str | Path], metric: str | None = None, window: int | 
 
 
 def gather(folders: list[Path]) -> list[tuple[str, list[Path], bool]]:
-    """(label, run folders, from a sweep) per group: a run folder alone, or each grid point of a
-    sweep (sweep.json) with its seeds. Labels name the sweep too when several folders are compared."""
+    """(label, run folders, from a sweep) per group: a run folder alone, each grid point of a sweep
+    (sweep.json) with its seeds, or one grid point named SWEEP/GROUP. Labels name the sweep too
+    when several folders are compared."""
     names = [folder.name for folder in folders]
     entries = []
     for folder in folders:
-        if not folder.is_dir():
-            raise ComparisonError(f"{folder}: no such folder")
         name = folder.name if names.count(folder.name) == 1 else str(folder)
+        if not folder.is_dir():
+            entries.append(grid_point(folder))
+            continue
         manifest = read_manifest(folder)
         if manifest is None:
             entries.append((name, [folder], False))
@@ -70,6 +72,20 @@ def gather(folders: list[Path]) -> list[tuple[str, list[Path], bool]]:
             label = "/".join(part for part in (name if len(folders) > 1 or not group else "", group) if part)
             entries.append((label, run_dirs, True))
     return entries
+
+
+def grid_point(folder: Path) -> tuple[str, list[Path], bool]:
+    """SWEEP/GROUP, one grid point of a sweep (its seeds) named as if it were a folder of the sweep:
+    how one point of a sweep is compared beside other sweeps and runs."""
+    manifest = read_manifest(folder.parent) if folder.parent.is_dir() else None
+    if manifest is None:
+        raise ComparisonError(f"{folder}: no such folder")
+    run_dirs = [folder.parent / run["name"] for run in manifest["runs"] if run["group"] == folder.name]
+    if not run_dirs:
+        groups = sorted({run["group"] for run in manifest["runs"]})
+        raise ComparisonError(f"{folder}: no such folder, nor a grid point of the sweep {folder.parent} "
+                              f"(its points: {', '.join(groups)})")
+    return f"{folder.parent.name}/{folder.name}", run_dirs, True
 
 
 def summarise(label: str, members: list[tuple[RunResults, Curve, Curve]], metric: str, window: int | None) -> dict:

@@ -55,6 +55,15 @@ def test_plain_runs_are_their_own_groups_and_loss_is_against_the_step(tiny_sweep
     assert (tmp_path / "loss.png").is_file() and "| window.long=8__seed=3 | 1 | 8 |" in capsys.readouterr().out
 
 
+def test_one_grid_point_of_a_sweep_is_named_as_its_subfolder(tiny_sweep, tmp_path):
+    point, run = tiny_sweep.out / "window.long=16", tiny_sweep.out / "window.long=8__seed=3"
+    assert main(["compare", str(point), str(run), "--out", str(tmp_path / "cmp")]) == 0
+    groups = json.loads((tmp_path / "cmp.json").read_text())["groups"]
+    assert [group["label"] for group in groups] == [f"{tiny_sweep.out.name}/window.long=16", run.name]
+    assert [entry["folder"] for entry in groups[0]["runs"]] == [str(tiny_sweep.out / f"window.long=16__seed={seed}")
+                                                                 for seed in (3, 4)]
+
+
 def last(folder, key):
     records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     return [record[key] for record in records if key in record][-1]
@@ -62,6 +71,7 @@ def last(folder, key):
 
 @pytest.mark.parametrize("target, flags, words", [
     ("nothing", [], "nothing: no such folder"),
+    ("failed-sweep/window.long=99", [], "no such folder, nor a grid point of the sweep"),
     ("empty", [], "empty: not a run folder (no spec.yaml) nor a sweep (no sweep.json)"),
     ("run", ["--metric", "perplexity"], "a run of the niah task has no perplexity"),
     ("run", ["--window", "99"], "no niah results at test window 99 (eval-window99.json); `layerzoo eval"),
