@@ -169,7 +169,11 @@ class AssociativeMemory(Mixer):
         return AssocMemoryState(empty_memory(*shape, device=device), empty_memory(*shape, device=device),
                                 torch.zeros(batch_size, dtype=torch.long, device=device))
 
+    def memory_size(self) -> int:
+        """Elements of one memory (A, z) per sequence: n_heads * key_dim * (d_model / n_heads + 1)."""
+        return self.n_heads * self.key_dim * (self.d_model // self.n_heads + 1)
+
     def state_size(self, seq_len: int) -> int:
         """Two (A, z) pairs, the committed memory and the current segment's writes, and the
         position: constant."""
-        return 2 * self.n_heads * self.key_dim * (self.d_model // self.n_heads + 1) + 1
+        return 2 * self.memory_size() + 1

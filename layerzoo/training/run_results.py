@@ -89,7 +89,7 @@ class RunResults:
     def state_size(self, length: int, window: int | None) -> int | None:
         """State elements per sequence after `length` tokens with the SWA layers at `window` (None:
         the spec's): the model's state_size, built on the meta device, so nothing is allocated.
-        None for a model without one (ARMT, a Hugging Face base)."""
+        None for a model without one (a Hugging Face base)."""
         if self.spec.model is None:
             return None
         model = build(self.spec, device="meta")

@@ -16,7 +16,7 @@ from safetensors.torch import save_file
 import layerzoo
 from layerzoo import SpecError, load_spec
 from layerzoo.assemblies.armt import ARMT, load_adapter, save_adapter, wrap
-from layerzoo.testing import assert_close, relative_rms_error, run_in_pieces, sequence_splits
+from layerzoo.testing import assert_close, relative_rms_error, run_in_pieces, sequence_splits, state_numel
 
 SEGMENT = 5
 SPEC = {
@@ -54,6 +54,16 @@ def test_one_call_equals_segment_by_segment_calls_with_the_memory_carried():
             pieces.append(logits)
     assert_close(torch.cat(pieces, dim=1), full, what="segment by segment")
     assert state.length == 0 and state.cache is None and all(m is not None for m in state.memory)
+
+
+@pytest.mark.parametrize("length", [3 * SEGMENT, 3 * SEGMENT + 2])
+def test_state_size_counts_the_streamed_state_and_stays_flat(length):
+    """The memories alone at a segment boundary, plus the base's cache inside a segment."""
+    model = armt()
+    with torch.no_grad():
+        _, state = model(tokens(2, length), return_state=True)
+    assert state_numel(state) // 2 == model.state_size(length)
+    assert model.state_size(length) == model.state_size(length + 10 * SEGMENT)
 
 
 @given(data=st.data())

@@ -238,6 +238,19 @@ class ARMT(nn.Module):
         """The state of a fresh stream: empty memories, at the start of a segment."""
         return ARMTState((None,) * len(self.memory_layers), None, 0)
 
+    def state_size(self, seq_len: int) -> int:
+        """State elements per sequence after seq_len tokens: one (A, z) memory per memory layer,
+        constant, and the base model's cache over the unfinished segment (seq_len % segment_size
+        tokens), which a layerzoo base can size; a Hugging Face base only at segment boundaries."""
+        partial = seq_len % self.segment_size
+        memories = sum(self.memories[str(index)].memory_size() for index in self.memory_layers)
+        if partial == 0:
+            return memories
+        if not hasattr(self.base, "state_size"):
+            raise ValueError(f"ARMT over a {type(self.base).__name__}: its cache inside a segment has no size here; "
+                             f"ask at a multiple of the segment size {self.segment_size}")
+        return memories + self.base.state_size(partial)
+
     def adapter_state_dict(self) -> dict[str, torch.Tensor]:
         """The ARMT's own weights (memory tokens and memory layers), without the base model's."""
         return {name: tensor for name, tensor in self.state_dict().items() if not name.startswith("base.")}
