@@ -3,6 +3,7 @@ over its seeds) beside its training loss against the step, as a PNG (matplotlib,
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 LABELS = {"niah": "accuracy (%), mean over needle depths", "perplexity": "perplexity over the first L tokens"}
@@ -19,7 +20,11 @@ def plot_comparison(comparison: dict, path: str | Path) -> Path:
 
     metric, groups = comparison["metric"], comparison["groups"]
     panels = 1 if metric == "loss" else 2
-    figure, axes = plt.subplots(1, panels, figsize=(4.6 * panels + 1, 3.6), squeeze=False)
+    # One legend under the panels, two labels a row: labels of sweep points are long, and a
+    # legend inside a panel would hide the curves.
+    legend_inches = 0.35 + 0.2 * math.ceil(len(groups) / 2)
+    height = 3.6 + legend_inches
+    figure, axes = plt.subplots(1, panels, figsize=(4.6 * panels + 1, height), squeeze=False)
     axes = axes[0]
     for index, group in enumerate(groups):
         color = f"C{index}"
@@ -37,8 +42,10 @@ def plot_comparison(comparison: dict, path: str | Path) -> Path:
     axes[-1].set(xlabel="step", ylabel="training loss (nats per token)", title="training loss")
     for axis in axes:
         axis.grid(True, alpha=0.3)
-        axis.legend(fontsize=7, title="mean, band: min-max over seeds", title_fontsize=7)
-    figure.tight_layout()
+    handles, labels = axes[-1].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=2, fontsize=7, frameon=False,
+                  title="mean, band: min-max over seeds", title_fontsize=7)
+    figure.tight_layout(rect=(0, legend_inches / height, 1, 1))
     path = Path(path)
     figure.savefig(path, dpi=100)
     plt.close(figure)
