@@ -57,10 +57,10 @@ def gather(folders: list[Path]) -> list[tuple[str, list[Path], bool]]:
     names = [folder.name for folder in folders]
     entries = []
     for folder in folders:
-        name = folder.name if names.count(folder.name) == 1 else str(folder)
         if not folder.is_dir():
             entries.append(grid_point(folder))
             continue
+        name = folder.name if names.count(folder.name) == 1 else str(folder)
         manifest = read_manifest(folder)
         if manifest is None:
             entries.append((name, [folder], False))

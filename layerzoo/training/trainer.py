@@ -218,7 +218,7 @@ def compile_blocks(model: nn.Module) -> None:
     In place, the module, its parameters and its state_dict keys stay what they were, so
     checkpoints, DDP and FSDP see the same model; only the blocks' calls run compiled. Block by
     block rather than whole: a block's graph takes its weights as inputs, so each kind of block
-    (and window) compiles once and serves every block of its kind, which halves the one-time cost.
+    (and window) compiles once and serves every block of its kind, a fraction of the one-time cost.
     Evaluation runs uncompiled (evaluate.py).
     """
     for block in model.repeated_blocks():
