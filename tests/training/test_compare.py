@@ -5,6 +5,7 @@ import json
 import shutil
 
 import pytest
+import yaml
 
 import layerzoo
 from layerzoo.cli import main
@@ -91,3 +92,14 @@ def test_bad_inputs_are_one_line(target, flags, words, tiny_sweep, tmp_path, cap
     assert main(["compare", str(folder), *flags]) == 2
     error = capsys.readouterr().err
     assert words in error and error.count("\n") == 1, error
+
+
+def test_the_hint_for_a_run_on_its_specs_windows_names_no_window(tiny_sweep, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(tiny_sweep.out / "window.long=8__seed=3", run)
+    spec = yaml.safe_load((run / "spec.yaml").read_text())
+    spec["training"]["window"] = {"schedule": "fixed"}
+    (run / "spec.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["compare", str(run)]) == 2
+    error = capsys.readouterr().err
+    assert f"no niah results at test window as in spec (eval-windowspec.json); `layerzoo eval {run}` writes them" in error, error
