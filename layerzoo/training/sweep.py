@@ -3,7 +3,8 @@ run an ordinary `layerzoo train` process in its own run folder under the sweep f
 
 Every run folder stays an ordinary run: a finished one (its last checkpoint and final reports
 written) is skipped, one with checkpoints is continued with --resume, any other is started afresh
-with --overwrite (which keeps its log). A run that fails is reported, and the others go on. The
+with --overwrite (which keeps its log). A run that fails is reported, and the others go on. SIGINT
+or SIGTERM to the sweep stops it: the running runs save a checkpoint, and no other starts. The
 threads of the machine (torch's count in this process: its cores, or OMP_NUM_THREADS) are divided
 between the J processes, so that they do not oversubscribe the cores.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -25,9 +27,11 @@ import torch
 from ..specs import Spec, load_spec
 from .compare import compare, to_markdown, write_comparison
 from .errors import ComparisonError, TrainingError
+from .interrupt import TrainingInterrupted
 from .run_checkpoints import checkpoint_dir, run_checkpoints
 from .run_folder import final_reports
 from .sweep_plan import SweepRun, parse_grid, plan, spec_argument, write_manifest
+from .sweep_processes import RunProcesses
 
 LOG = "train.log"  # each run's output, in its folder; appended to, so a resumed run keeps the earlier attempt's
 
@@ -35,7 +39,7 @@ LOG = "train.log"  # each run's output, in its folder; appended to, so a resumed
 @dataclass(frozen=True)
 class Outcome:
     run: SweepRun
-    status: str  # "skipped" (finished before), "done", "failed"
+    status: str  # "skipped" (finished before), "done", "failed", "stopped" (by a signal), "not started"
     seconds: float = 0.0
     error: str = ""  # a failed run's last line of output: its one-line error
 
@@ -60,18 +64,16 @@ def run_sweep(spec: str, grid: list[str], seeds: int, out: str | Path, *, jobs: 
     todo = [run for run in runs if run.name not in outcomes]
     for name in outcomes:
         echo(f"{name}: finished before, skipped")
-    with ThreadPoolExecutor(jobs) as pool:
-        futures = [pool.submit(train_run, spec, [*overrides, *run.overrides], run, out / run.name, threads)
+    with RunProcesses() as processes, ThreadPoolExecutor(jobs) as pool:
+        futures = [pool.submit(train_run, processes, spec, [*overrides, *run.overrides], run, out / run.name, threads)
                    for run in todo]
-        try:
-            for future in as_completed(futures):
-                outcome = future.result()
-                outcomes[outcome.run.name] = outcome
+        for future in as_completed(futures):
+            outcome = future.result()
+            outcomes[outcome.run.name] = outcome
+            if outcome.status != "not started":
                 echo(progress_line(outcome, out, len(outcomes), len(runs)))
-        except KeyboardInterrupt:  # the runs that started got the signal too and save a checkpoint; start no more
-            for future in futures:
-                future.cancel()
-            raise
+    if processes.stopped_by is not None:
+        raise stop_message(processes.stopped_by, [outcome for outcome in outcomes.values() if outcome.status != "skipped"])
     summarise(out, echo)
     failed = [run.name for run in runs if outcomes[run.name].status == "failed"]
     if failed:
@@ -86,8 +88,12 @@ def finished(run_dir: Path, spec: Spec) -> bool:
             and all((run_dir / name).is_file() for name in final_reports(spec)))
 
 
-def train_run(spec: str, overrides: list[str], run: SweepRun, run_dir: Path, threads: int) -> Outcome:
-    """One `layerzoo train` process for `run`, its output appended to <run_dir>/train.log."""
+def train_run(processes: RunProcesses, spec: str, overrides: list[str], run: SweepRun, run_dir: Path,
+              threads: int) -> Outcome:
+    """One `layerzoo train` process for `run`, its output appended to <run_dir>/train.log; none
+    once the sweep has been told to stop."""
+    if processes.stopped_by is not None:
+        return Outcome(run, "not started")
     resume = bool(run_checkpoints(run_dir))
     command = [sys.executable, "-m", "layerzoo", "train", spec, *(arg for item in overrides for arg in ("--set", item)),
                "--out", str(run_dir), "--no-progress", "--resume" if resume else "--overwrite"]
@@ -96,19 +102,33 @@ def train_run(spec: str, overrides: list[str], run: SweepRun, run_dir: Path, thr
     with (run_dir / LOG).open("a") as log:
         log.write(f"$ OMP_NUM_THREADS={threads} {shlex.join(command)}\n")
         log.flush()
-        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                              env={**os.environ, "OMP_NUM_THREADS": str(threads)}).returncode
+        code = processes.run(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             env={**os.environ, "OMP_NUM_THREADS": str(threads)})
     seconds = time.perf_counter() - started
+    if code is None:
+        return Outcome(run, "not started")
     if code == 0:
         return Outcome(run, "done", seconds)
+    if processes.stopped_by is not None and code == 128 + processes.stopped_by:
+        return Outcome(run, "stopped", seconds)
     lines = [line for line in (run_dir / LOG).read_text().splitlines() if line.strip()]
     return Outcome(run, "failed", seconds, f"exit {code}: {lines[-1] if lines else 'no output'}")
+
+
+def stop_message(signum: signal.Signals, outcomes: list[Outcome]) -> TrainingInterrupted:
+    """What a sweep stopped by a signal says: which runs it stopped, and that rerunning resumes them."""
+    stopped = [outcome.run.name for outcome in outcomes if outcome.status == "stopped"]
+    waiting = sum(outcome.status == "not started" for outcome in outcomes)
+    return TrainingInterrupted(f"sweep stopped by {signum.name}; a checkpoint saved by: {', '.join(stopped) or 'no run'}; "
+                               f"runs not started: {waiting}; the same command resumes the sweep", signum)
 
 
 def progress_line(outcome: Outcome, out: Path, count: int, total: int) -> str:
     """The progress line of a run that ended."""
     if outcome.status == "done":
         return f"[{count}/{total}] {outcome.run.name}: done in {outcome.seconds:.1f} s"
+    if outcome.status == "stopped":
+        return f"[{count}/{total}] {outcome.run.name}: stopped by the signal after {outcome.seconds:.1f} s, at a checkpoint"
     return f"[{count}/{total}] {outcome.run.name}: FAILED after {outcome.seconds:.1f} s ({outcome.error}); " \
            f"log: {out / outcome.run.name / LOG}"
 
