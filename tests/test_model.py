@@ -44,6 +44,21 @@ def test_every_shipped_spec_builds_trains_a_step_and_generates(name):
     assert out.shape == (1, 20) and bool(((0 <= out) & (out < vocab)).all())
 
 
+@pytest.mark.parametrize("name", [name for name in CPU_SIZED if name.endswith("-tiny")])
+def test_no_logit_sees_a_later_token(name):
+    """Causality of the whole stack (mixers, short convolutions, chunk and segment boundaries): new
+    tokens from position 37 on leave every earlier logit bit-identical."""
+    torch.manual_seed(0)
+    model = layerzoo.build(name, ["armt.segment_size=8"] if layerzoo.load_spec(name).armt else []).eval()
+    ids = torch.randint(0, model.config.vocab_size, (2, 90))
+    edited = ids.clone()
+    edited[:, 37:] = torch.randint(0, model.config.vocab_size, (2, 53))
+    with torch.no_grad():
+        before, after = model(ids), model(edited)
+    assert torch.equal(before[:, :37], after[:, :37])
+    assert not torch.equal(before[:, 37:], after[:, 37:])
+
+
 def test_sliding_window_decoding_runs_in_constant_memory():
     model = layerzoo.build("swa-tiny").eval()
     window = model.blocks[0].mixer.window
