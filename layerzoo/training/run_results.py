@@ -72,7 +72,8 @@ class RunResults:
         window = self.test_window(window)
         path = self.folder / f"{report_stem('eval' if metric == 'niah' else 'perplexity', window)}.json"
         if not path.is_file():
-            flags = ("" if metric == "niah" else " --metric perplexity --lengths ...") + (f" --window {window}" if window else "")
+            flags = "" if metric == "niah" else " --metric perplexity --lengths ..."
+            flags += f" --window {window}" if window else ""
             raise ComparisonError(f"{self.folder}: no {metric} results at test window {window or 'as in spec'} "
                                   f"({path.name}); `layerzoo eval {self.folder}{flags}` writes them")
         report = json.loads(path.read_text())

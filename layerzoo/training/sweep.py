@@ -72,8 +72,8 @@ def run_sweep(spec: str, grid: list[str], seeds: int, out: str | Path, *, jobs: 
             outcomes[outcome.run.name] = outcome
             if outcome.status != "not started":
                 echo(progress_line(outcome, out, len(outcomes), len(runs)))
-    if processes.stopped_by is not None:
-        raise stop_message(processes.stopped_by, [outcome for outcome in outcomes.values() if outcome.status != "skipped"])
+    if processes.received is not None:
+        raise stop_message(processes.received, list(outcomes.values()))
     summarise(out, echo)
     failed = [run.name for run in runs if outcomes[run.name].status == "failed"]
     if failed:
@@ -92,7 +92,7 @@ def train_run(processes: RunProcesses, spec: str, overrides: list[str], run: Swe
               threads: int) -> Outcome:
     """One `layerzoo train` process for `run`, its output appended to <run_dir>/train.log; none
     once the sweep has been told to stop."""
-    if processes.stopped_by is not None:
+    if processes.received is not None:  # before its folder is made
         return Outcome(run, "not started")
     resume = bool(run_checkpoints(run_dir))
     command = [sys.executable, "-m", "layerzoo", "train", spec, *(arg for item in overrides for arg in ("--set", item)),
@@ -109,7 +109,7 @@ def train_run(processes: RunProcesses, spec: str, overrides: list[str], run: Swe
         return Outcome(run, "not started")
     if code == 0:
         return Outcome(run, "done", seconds)
-    if processes.stopped_by is not None and code == 128 + processes.stopped_by:
+    if processes.received is not None and code == 128 + processes.received:
         return Outcome(run, "stopped", seconds)
     lines = [line for line in (run_dir / LOG).read_text().splitlines() if line.strip()]
     return Outcome(run, "failed", seconds, f"exit {code}: {lines[-1] if lines else 'no output'}")

@@ -16,33 +16,23 @@ import subprocess
 import threading
 from types import FrameType
 
-from .interrupt import SIGNALS
+from .interrupt import StopSignals
 
 
-class RunProcesses:
-    """Starts and waits for run processes from worker threads; passes stop signals to them."""
+class RunProcesses(StopSignals):
+    """Starts and waits for run processes from worker threads; passes each stop signal to them
+    (where StopSignals notes only the first). `received`: the signal that stopped the sweep."""
 
     def __init__(self):
+        super().__init__()
         self.lock = threading.RLock()  # reentrant: a second signal may come while the first is passed on
         self.running: set[subprocess.Popen] = set()
-        self.stopped_by: signal.Signals | None = None
-        self.previous: dict[int, object] = {}
-
-    def __enter__(self) -> RunProcesses:
-        if threading.current_thread() is threading.main_thread():  # only it can handle signals
-            self.previous = {signum: signal.signal(signum, self.pass_on) for signum in SIGNALS}
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
-        self.previous = {}
 
     def run(self, command: list[str], **popen_options) -> int | None:
         """Run `command` to its end and return its exit code; None, without starting it, once
         the sweep has been told to stop."""
         with self.lock:
-            if self.stopped_by is not None:
+            if self.received is not None:
                 return None
             process = subprocess.Popen(command, start_new_session=True, **popen_options)
             self.running.add(process)
@@ -52,8 +42,8 @@ class RunProcesses:
             with self.lock:
                 self.running.discard(process)
 
-    def pass_on(self, signum: int, frame: FrameType | None) -> None:
+    def note(self, signum: int, frame: FrameType | None) -> None:
         with self.lock:
-            self.stopped_by = signal.Signals(signum)
+            self.received = signal.Signals(signum)
             for process in self.running:
                 process.send_signal(signum)
