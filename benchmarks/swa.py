@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from layerzoo.kernels import choose_swa_backend, sliding_window_attention  # noqa: E402
+from layerzoo.kernels import choose_sliding_window_backend, sliding_window_attention  # noqa: E402
 from layerzoo.kernels.sliding_window import BACKENDS, sliding_window_mask  # noqa: E402
 
 from common import (  # noqa: E402
@@ -203,7 +203,7 @@ def main() -> None:
     for window in args.windows:
         for seq_len in args.seq_lens:
             q, k, _ = make_inputs(args, seq_len, requires_grad=False)
-            row = {"window": window, "seq_len": seq_len, "backend": choose_swa_backend(q, k, window, args.backend),
+            row = {"window": window, "seq_len": seq_len, "backend": choose_sliding_window_backend(q, k, window, args.backend),
                    "forward_flops": 4 * args.batch * seq_len * min(window, seq_len) * args.dim * args.heads,
                    "seconds": {key[2:]: s for key, s in best.items() if key[:2] == (window, seq_len)}}
             if memory:

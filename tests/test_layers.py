@@ -18,6 +18,7 @@ PACKAGE = Path(layerzoo.__file__).parent
 LAYERS = (
     ("errors",),
     ("registry",),
+    ("kernels.common",),  # what the kernel families share
     ("kernels",),
     ("blocks",),
     ("mixers",),

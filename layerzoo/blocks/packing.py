@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..kernels.common import check_cu_seqlens
+from ..kernels.common.checks import check_cu_seqlens
 
 
 def lengths_of(cu_seqlens: torch.Tensor) -> torch.Tensor:

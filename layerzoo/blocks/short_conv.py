@@ -26,7 +26,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import unknown_name_message
-from ..kernels.common import check_cu_seqlens, installed, without_empty_sequences
+from ..kernels.common.backends import installed
+from ..kernels.common.checks import check_cu_seqlens
+from ..kernels.common.sequences import without_empty_sequences
 
 CONV_BACKENDS = ("torch", "fla", "causal_conv1d")
 ACTIVATIONS = ("silu", None)
@@ -140,7 +142,7 @@ def _packed_dao_conv(x, state, weight, bias, activation, bounds):
 _IMPLEMENTATIONS = {"torch": _torch_conv, "fla": _fla_conv, "causal_conv1d": _dao_conv}
 
 
-def choose_conv_backend(x: torch.Tensor, width: int, backend: str = "auto") -> str:
+def choose_short_conv_backend(x: torch.Tensor, width: int, backend: str = "auto") -> str:
     """The implementation a ShortConvolution call on x runs.
 
     "auto": "torch" off CUDA and for fp64; on CUDA "causal_conv1d" when installed and
@@ -172,7 +174,7 @@ class ShortConvolution(nn.Module):
     x: (B, T, channels) -> y: (B, T, channels) in x's dtype. The streaming state is
     (B, width - 1, channels) in x's dtype: the last width - 1 inputs, oldest first; None is the
     start of a sequence (zeros). Any split of a sequence, the state threaded through, equals one
-    call. `backend` is "auto" (see choose_conv_backend) or one of CONV_BACKENDS.
+    call. `backend` is "auto" (see choose_short_conv_backend) or one of CONV_BACKENDS.
 
     Packed sequences (cu_seqlens, fla's convention): x (1, T, channels) holds N sequences one
     after another, and the states hold a row per sequence (N, width - 1, channels); each sequence
@@ -213,7 +215,7 @@ class ShortConvolution(nn.Module):
         """
         sizes = {"B": x.shape[0], "T": x.shape[1]} | ({} if state is None else {"N": state.shape[0]})
         bounds = check_cu_seqlens("ShortConvolution", cu_seqlens, sizes, x.device)
-        name = choose_conv_backend(x, self.width, self.backend)
+        name = choose_short_conv_backend(x, self.width, self.backend)
         if bounds is not None and name == "causal_conv1d" and state is not None:
             name = "torch"  # its kernels take packed sequences (seq_idx) only without initial states
         rows = x.shape[0] if bounds is None else len(bounds) - 1

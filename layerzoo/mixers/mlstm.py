@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import OptionError
-from ..kernels.common import compute_dtype
+from ..kernels.common.dtypes import compute_dtype
 from ..kernels.mlstm import BACKENDS, MLSTMState, mlstm
 from ..registry import register_mixer
 from .base import Mixer, check_backend

@@ -20,7 +20,7 @@ from torch._dynamo.testing import CompileCounterWithBackend
 
 import layerzoo
 from layerzoo.assemblies.armt import ARMT
-from layerzoo.kernels.common import constant_when_traced
+from layerzoo.kernels.common.backends import constant_when_traced
 from layerzoo.kernels.gated_delta_rule import native
 from layerzoo.specs.files import shipped_specs
 from layerzoo.testing import assert_close

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from layerzoo.blocks import ShortConvolution, short_conv
-from layerzoo.blocks.short_conv import choose_conv_backend
+from layerzoo.blocks.short_conv import choose_short_conv_backend
 from layerzoo.testing import assert_close, sequence_splits
 
 
@@ -94,11 +94,11 @@ def test_the_returned_state_does_not_alias_the_input():
 
 def test_choose_backend_and_bad_arguments():
     x = torch.zeros(1, 5, 8)
-    assert choose_conv_backend(x, 4) == "torch"
+    assert choose_short_conv_backend(x, 4) == "torch"
     with pytest.raises(ValueError, match=r"unknown short convolution backend 'tourch'; did you mean 'torch'\?"):
-        choose_conv_backend(x, 4, "tourch")
+        choose_short_conv_backend(x, 4, "tourch")
     with pytest.raises(ValueError, match=r"'fla' short convolution backend needs CUDA"):
-        choose_conv_backend(x, 4, "fla")
+        choose_short_conv_backend(x, 4, "fla")
     with pytest.raises(ValueError, match=r"activation must be one of"):
         ShortConvolution(8, 4, activation="gelu")
     with pytest.raises(ValueError, match=r"width must be >= 1"):

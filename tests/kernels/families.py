@@ -21,9 +21,9 @@ from layerzoo.kernels.assoc_memory import NU, associative_read, associative_upda
 from layerzoo.kernels.gated_delta_rule import native
 from layerzoo.kernels.kda import native as kda_native
 from layerzoo.kernels.mlstm import native as mlstm_native
-from layerzoo.kernels.native_build import CompiledOps
+from layerzoo.kernels.common.native_build import CompiledOps
 from layerzoo.kernels.ssd import native as ssd_native
-from layerzoo.kernels.triton_support import triton_can_run
+from layerzoo.kernels.common.triton_support import triton_can_run
 from layerzoo.testing import KernelCase, KernelFamily
 
 DTYPES = (torch.float32, torch.float64, torch.bfloat16)  # the input dtypes the checks draw

@@ -23,9 +23,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch.utils import cpp_extension
 
-from layerzoo.kernels import choose_gated_delta_backend, gated_delta_rule, gated_delta_rule_reference
+from layerzoo.kernels import choose_gated_delta_rule_backend, gated_delta_rule, gated_delta_rule_reference
 from layerzoo.kernels.gated_delta_rule import chunkwise as chunkwise_module
-from layerzoo.kernels import native_build
+from layerzoo.kernels.common import native_build
 from layerzoo.kernels.gated_delta_rule import native
 from layerzoo.kernels.gated_delta_rule.fla import gated_delta_rule_fla
 from layerzoo.testing import assert_close
@@ -394,9 +394,9 @@ def test_bf16_inputs_give_bf16_output_and_fp32_state():
 
 def test_choose_backend_on_cpu():
     q = torch.zeros(1, 16, 2, 8)
-    assert choose_gated_delta_backend(q) == "chunkwise"
-    assert choose_gated_delta_backend(q[:, :1]) == "reference"  # one step: decoding
-    assert choose_gated_delta_backend(q, "reference") == "reference"
+    assert choose_gated_delta_rule_backend(q) == "chunkwise"
+    assert choose_gated_delta_rule_backend(q[:, :1]) == "reference"  # one step: decoding
+    assert choose_gated_delta_rule_backend(q, "reference") == "reference"
 
 
 @pytest.mark.parametrize(
@@ -467,5 +467,5 @@ def test_cuda_backends_match_reference(backend, dtype):
         "beta": make_beta("uniform", shape, gen),
         "initial_state": torch.randn(2, 4, 64, 128, generator=gen),
     }
-    assert choose_gated_delta_backend(inputs["q"].cuda()) == "fla"
+    assert choose_gated_delta_rule_backend(inputs["q"].cuda()) == "fla"
     check_cuda_backend(gated_delta_rule, reference_fp64, inputs, backend, dtype)

@@ -21,10 +21,11 @@ from torch.utils import cpp_extension
 from hypothesis import given
 from hypothesis import strategies as st
 
-from layerzoo.kernels import MLSTMState, choose_mlstm_backend, mlstm, mlstm_reference, native_build
+from layerzoo.kernels import MLSTMState, choose_mlstm_backend, mlstm, mlstm_reference
+from layerzoo.kernels.common import native_build
 from layerzoo.kernels.mlstm import BACKENDS
 from layerzoo.kernels.mlstm import native as mlstm_native
-from layerzoo.kernels.triton_support import triton_can_run
+from layerzoo.kernels.common.triton_support import triton_can_run
 from layerzoo.testing import assert_close, check_kernel_packed, packed_cases
 from layerzoo.testing.tolerances import rms
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from layerzoo.kernels import (
-    choose_swa_backend,
+    choose_sliding_window_backend,
     sliding_window_attention,
     sliding_window_attention_reference,
 )
@@ -122,10 +122,10 @@ def test_scale_and_window_at_least_keys_is_full_causal():
 
 def test_choose_backend_on_cpu():
     q, k = torch.randn(1, 16, 4, 8), torch.randn(1, 32, 2, 8)
-    assert choose_swa_backend(q, k, 8) == ("native" if native_enabled() else "chunkwise")
-    assert choose_swa_backend(q, k, None) == "sdpa"
-    assert choose_swa_backend(q, k, 32) == "sdpa"  # the window covers every key: plain causal
-    assert choose_swa_backend(q, k, 8, backend="reference") == "reference"
+    assert choose_sliding_window_backend(q, k, 8) == ("native" if native_enabled() else "chunkwise")
+    assert choose_sliding_window_backend(q, k, None) == "sdpa"
+    assert choose_sliding_window_backend(q, k, 32) == "sdpa"  # the window covers every key: plain causal
+    assert choose_sliding_window_backend(q, k, 8, backend="reference") == "reference"
     assert set(BACKENDS) >= {"reference", "chunkwise", "sdpa", "flex", "native"}
 
 
@@ -135,7 +135,7 @@ def test_native_falls_back_to_chunkwise_when_turned_off(monkeypatch):
     monkeypatch.setenv("LAYERZOO_NATIVE", "0")
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 40, 2, 8, generator=gen, requires_grad=True) for _ in range(3))
-    assert choose_swa_backend(q, k, 8) == "chunkwise"
+    assert choose_sliding_window_backend(q, k, 8) == "chunkwise"
     out = sliding_window_attention(q, k, v, 8, backend="native")
     assert_close(out, sliding_window_attention_reference(q, k, v, 8), what="native turned off")
     out.sum().backward()
@@ -229,8 +229,8 @@ def test_flex_document_mask_matches_the_packed_reference():
 def test_choose_backend_for_packed_sequences_on_cpu():
     q, k = torch.randn(1, 16, 4, 8), torch.randn(1, 32, 2, 8)
     for window in (8, 32, None):  # the dense mask of sdpa would span every sequence
-        assert choose_swa_backend(q, k, window, packed=True) == "chunkwise"
-    assert choose_swa_backend(q, k, 8, backend="sdpa", packed=True) == "sdpa"
+        assert choose_sliding_window_backend(q, k, window, packed=True) == "chunkwise"
+    assert choose_sliding_window_backend(q, k, 8, backend="sdpa", packed=True) == "sdpa"
 
 
 def _packed(q_lengths, k_lengths=None, batch=1):

@@ -12,9 +12,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layerzoo.kernels import choose_swa_backend, sliding_window_attention
+from layerzoo.kernels import choose_sliding_window_backend, sliding_window_attention
 from layerzoo.kernels.sliding_window import native_enabled, sliding_window_attention_reference, sliding_window_mask
-from layerzoo.kernels.triton_support import triton_can_run
+from layerzoo.kernels.common.triton_support import triton_can_run
 from layerzoo.testing.tolerances import assert_close
 
 from swa_block_ranges import first_visited_key, key_block_range, query_block_range
@@ -207,8 +207,8 @@ def test_auto_never_picks_triton_on_cpu():
     """The interpreter is for testing; on CPU "auto" keeps the compiled kernel (or chunkwise where it
     did not build)."""
     q, k = torch.randn(1, 200, 2, 16), torch.randn(1, 300, 2, 16)
-    assert choose_swa_backend(q, k, 32) == ("native" if native_enabled() else "chunkwise")
-    assert choose_swa_backend(q, k, 32, backend="triton") == "triton"
+    assert choose_sliding_window_backend(q, k, 32) == ("native" if native_enabled() else "chunkwise")
+    assert choose_sliding_window_backend(q, k, 32, backend="triton") == "triton"
 
 
 def test_float64_is_refused_in_one_line():
@@ -241,7 +241,7 @@ def test_cuda_realistic_shapes_match_sdpa(window, dtype):
     q = torch.randn(shape_q, device="cuda", generator=gen).to(dtype)
     k, v = (torch.randn(shape_kv, device="cuda", generator=gen).to(dtype) for _ in range(2))
     grad_out = torch.randn(shape_q, device="cuda", generator=gen).to(dtype)
-    assert choose_swa_backend(q, k, window) == "triton"
+    assert choose_sliding_window_backend(q, k, window) == "triton"
 
     def forward_backward(backend, tensors):
         inputs = [t.detach().requires_grad_() for t in tensors]

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from layerzoo.kernels import choose_kda_backend, choose_ssd_backend, kda, kda_reference, ssd, ssd_reference
 from layerzoo.kernels.kda import native as kda_native
 from layerzoo.kernels.kda.fla import kda_fla
-from layerzoo.kernels.native_build import CompiledOps
+from layerzoo.kernels.common.native_build import CompiledOps
 from layerzoo.kernels.ssd import native as ssd_native
 from layerzoo.kernels.ssd.fla import ssd_fla
 from layerzoo.testing import assert_close

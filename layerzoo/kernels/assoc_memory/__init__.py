@@ -18,7 +18,9 @@ from typing import Callable, NamedTuple
 
 import torch
 
-from ..common import carried_state, check_tensors, choose_backend, empty_output, has_tokens
+from ..common.backends import choose_backend
+from ..common.checks import check_tensors
+from ..common.empty import carried_state, empty_output, has_tokens
 from .feature_map import NU, dpfp, features
 from .memory import Memory, empty_memory
 from .reference import associative_read_reference, associative_update_reference
@@ -26,7 +28,7 @@ from .vectorized import associative_read_vectorized, associative_update_vectoriz
 
 __all__ = [
     "BACKENDS", "EPS", "Memory", "associative_read", "associative_read_reference", "associative_update",
-    "associative_update_reference", "dpfp", "empty_memory", "features",
+    "associative_update_reference", "choose_assoc_memory_backend", "dpfp", "empty_memory", "features",
 ]
 
 EPS = 1e-5  # the ARMT code's denominator guard
@@ -58,7 +60,7 @@ def associative_read(q: torch.Tensor, memory: Memory, *, normalize: bool = True,
     if memory is None:
         raise ValueError("associative_read: memory is None; an empty memory reads as 0, so skip the read")
     _check("associative_read", {"q": (q, "B T H d")}, memory)
-    name = _choose_backend(backend)
+    name = choose_assoc_memory_backend(backend)
     if not has_tokens(q):
         return empty_output(q, memory.matrix.shape[-1])
     return BACKENDS[name].read(q, memory, normalize, eps)
@@ -75,15 +77,16 @@ def associative_update(k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, mem
     M >= 0: writing no token adds zeros. backend: "auto" ("vectorized") or a key of BACKENDS.
     """
     sizes = _check("associative_update", {"k": (k, "B M H d"), "v": (v, "B M H Dv"), "beta": (beta, "B M H")}, memory)
-    name = _choose_backend(backend)
+    name = choose_assoc_memory_backend(backend)
     if not has_tokens(k):
         batch, heads, value_dim, key_dim = sizes["B"], sizes["H"], sizes["Dv"], 2 * NU * sizes["d"]
         return Memory(*carried_state(None, [(batch, heads, key_dim, value_dim), (batch, heads, key_dim)], k))
     return BACKENDS[name].update(k, v, beta, memory, normalize, eps)
 
 
-def _choose_backend(backend: str) -> str:
-    # A read or write is one segment's worth of batched work: no step loop is ever cheaper.
+def choose_assoc_memory_backend(backend: str = "auto") -> str:
+    """The backend a read or update runs: `backend`, or for "auto" the vectorized one (a read or
+    write is one segment's worth of batched work: no step loop is ever cheaper)."""
     return choose_backend("associative memory backend", backend, BACKENDS, "vectorized")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..common import compute_dtype
+from ..common.dtypes import compute_dtype
 
 NU = 3  # ARMT's setting: key width 2 * NU * d
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ..common import compute_dtype
+from ..common.dtypes import compute_dtype
 from .feature_map import features
 from .memory import Memory
 

@@ -14,14 +14,14 @@ from typing import Callable
 
 import torch
 
-from ..matrix_state import call, choose
+from ..common.matrix_state import call, choose
 from .chunkwise import gated_delta_rule_chunkwise
 from .fla import FLA_CHUNK_SIZES, gated_delta_rule_fla
 from .reference import gated_delta_rule_reference
 
 __all__ = [
     "BACKENDS",
-    "choose_gated_delta_backend",
+    "choose_gated_delta_rule_backend",
     "gated_delta_rule",
     "gated_delta_rule_reference",
 ]
@@ -43,7 +43,7 @@ BACKENDS: dict[str, Backend] = {
 PACKED = ("fla",)
 
 
-def choose_gated_delta_backend(q: torch.Tensor, backend: str = "auto", chunk_size: int = 64) -> str:
+def choose_gated_delta_rule_backend(q: torch.Tensor, backend: str = "auto", chunk_size: int = 64) -> str:
     """The backend `gated_delta_rule(q, ..., chunk_size=chunk_size, backend=backend)` runs.
 
     "auto" picks "reference" for a single token (one step: decoding), "fla" on CUDA where its
@@ -89,11 +89,11 @@ def gated_delta_rule(
 
     Returns o (B, T, H, V) in q's dtype, or (o, final_state) when output_final_state, the state
     (B, H, K, V) in fp32 (fp64 for fp64 inputs) whatever the input dtype. `backend` is "auto"
-    (see choose_gated_delta_backend) or a key of BACKENDS.
+    (see choose_gated_delta_rule_backend) or a key of BACKENDS.
     """
     return call("gated_delta_rule", {
         "q": (q, "B T H K"), "k": (k, "B T H K"), "v": (v, "B T H V"), "g": (g, "B T H"), "beta": (beta, "B T H"),
-    }, BACKENDS, PACKED, lambda q: choose_gated_delta_backend(q, backend, chunk_size),
+    }, BACKENDS, PACKED, lambda q: choose_gated_delta_rule_backend(q, backend, chunk_size),
         scale=scale, initial_state=initial_state, output_final_state=output_final_state, chunk_size=chunk_size,
         cu_seqlens=cu_seqlens)
 

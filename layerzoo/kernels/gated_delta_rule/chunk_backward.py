@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ..chunk_parts import decays
+from ..common.chunk_parts import decays
 
 
 def chunk_backward(

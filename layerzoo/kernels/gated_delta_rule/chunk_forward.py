@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from ..chunk_parts import decays, unit_lower_inverse
+from ..common.chunk_parts import decays, unit_lower_inverse
 
 
 def workspace(like: torch.Tensor, n_chunks: int, chunk: int, key_dim: int, value_dim: int) -> tuple[torch.Tensor, ...]:

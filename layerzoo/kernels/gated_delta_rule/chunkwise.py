@@ -22,8 +22,8 @@ import functools
 
 import torch
 
-from ..chunk_layout import to_chunks, unchunk_into
-from ..common import compute_dtype
+from ..common.chunk_layout import to_chunks, unchunk_into
+from ..common.dtypes import compute_dtype
 from .chunk_backward import chunk_backward
 from .chunk_forward import chunk_forward, workspace, workspace_bytes_per_chunk
 from .native import native_ops_for

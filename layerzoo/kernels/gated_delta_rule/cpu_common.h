@@ -1,9 +1,9 @@
 // What the compiled CPU forward (cpu_forward.cpp) and backward (cpu_backward.cpp) share beyond
-// ../native_common.h: their argument checks and the workspace the forward keeps for the backward.
+// ../common/native_common.h: their argument checks and the workspace the forward keeps for the backward.
 
 #pragma once
 
-#include "../native_common.h"
+#include "../common/native_common.h"
 
 namespace layerzoo_gdr {
 

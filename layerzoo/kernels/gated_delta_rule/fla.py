@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from ..matrix_state import fla_packed
+from ..common.matrix_state import fla_packed
 
 # fla's chunk kernel is written for these chunk sizes only.
 FLA_CHUNK_SIZES = (16, 32, 64)

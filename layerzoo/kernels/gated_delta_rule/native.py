@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..native_build import compiled_ops
+from ..common.native_build import compiled_ops
 from .native_ops import register_for_tracing
 
 HERE = Path(__file__).parent
 SOURCES = [HERE / "cpu_forward.cpp", HERE / "cpu_backward.cpp"]
-COMPILED = compiled_ops("gated_delta_rule", SOURCES, [HERE / "cpu_common.h", HERE.parent / "native_common.h"],
+COMPILED = compiled_ops("gated_delta_rule", SOURCES, [HERE / "cpu_common.h", HERE.parent / "common" / "native_common.h"],
                         "gated delta rule", register_for_tracing)
 
 # native_ops_for(t): torch.ops.layerzoo (gated_delta_rule_forward, its functional form and

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..matrix_state import call, choose
+from ..common.matrix_state import call, choose
 from .chunkwise import kda_chunkwise
 from .fla import kda_fla
 from .reference import kda_reference

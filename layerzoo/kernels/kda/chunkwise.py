@@ -24,10 +24,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..chunk_layout import from_chunks, to_chunks
-from ..chunk_parts import unit_lower_inverse
-from ..common import compute_dtype
-from ..native_forward import run_compiled_forward
+from ..common.chunk_layout import from_chunks, to_chunks
+from ..common.chunk_parts import unit_lower_inverse
+from ..common.dtypes import compute_dtype
+from ..common.native_forward import run_compiled_forward
 from .native import COMPILED
 
 

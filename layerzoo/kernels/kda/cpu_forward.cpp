@@ -16,7 +16,7 @@
 
 #include <tuple>
 
-#include "../native_common.h"
+#include "../common/native_common.h"
 
 namespace layerzoo_kda {
 namespace {

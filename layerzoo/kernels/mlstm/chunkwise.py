@@ -30,8 +30,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..chunk_grid import ChunkGrid
-from ..common import compute_dtype
+from ..common.chunk_grid import ChunkGrid
+from ..common.dtypes import compute_dtype
 from .native import native_forward
 from .reference import EPS, MLSTMState
 

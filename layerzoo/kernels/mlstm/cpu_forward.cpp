@@ -20,7 +20,7 @@
 #include <limits>
 #include <vector>
 
-#include "../native_common.h"
+#include "../common/native_common.h"
 
 namespace layerzoo_mlstm {
 namespace {

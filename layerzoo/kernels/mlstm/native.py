@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
-from ..common import compute_dtype
-from ..native_build import compiled_ops
+from ..common.dtypes import compute_dtype
+from ..common.native_build import compiled_ops
 from .reference import EPS, MLSTMState
 
 HERE = Path(__file__).parent
@@ -54,5 +54,5 @@ def forward_fake(q, k, v, i, f, C, n, m, offsets, chunk, eps):
     return [v.new_empty(batch, length, heads, v.shape[-1])] + [t.new_empty(t.shape) for t in (C, n, m)]
 
 
-COMPILED = compiled_ops("mlstm", [HERE / "cpu_forward.cpp"], [HERE.parent / "native_common.h"], "mLSTM",
+COMPILED = compiled_ops("mlstm", [HERE / "cpu_forward.cpp"], [HERE.parent / "common" / "native_common.h"], "mLSTM",
                         register_for_tracing)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ..common import compute_dtype
+from ..common.dtypes import compute_dtype
 
 # Added to the denominator of h, as in mlstm_kernels.
 EPS = 1e-6

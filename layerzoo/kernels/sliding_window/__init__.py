@@ -18,8 +18,11 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from ..common import check_cu_seqlens, check_tensors, choose_backend, empty_output, has_tokens, per_sequence
-from ..triton_support import require_triton, triton_can_run
+from ..common.backends import choose_backend
+from ..common.checks import check_cu_seqlens, check_tensors
+from ..common.empty import empty_output, has_tokens
+from ..common.sequences import per_sequence
+from ..common.triton_support import require_triton, triton_can_run
 from .chunkwise import first_reachable_key, sliding_window_attention_chunkwise
 from .native import native_enabled, native_ops_for, sliding_window_attention_native
 from .packed import sliding_window_attention_packed
@@ -29,7 +32,7 @@ from .sinks import with_sink_key
 
 __all__ = [
     "BACKENDS",
-    "choose_swa_backend",
+    "choose_sliding_window_backend",
     "sliding_window_attention",
     "sliding_window_attention_reference",
     "sliding_window_mask",
@@ -147,7 +150,7 @@ def _native(q, k, v, window, scale):
 def _triton(q, k, v, window, scale):
     """Flash-attention-2 style Triton kernels that visit only in-window key blocks (triton/).
 
-    choose_swa_backend has checked device and dtype, so importing triton here is safe."""
+    choose_sliding_window_backend has checked device and dtype, so importing triton here is safe."""
     # Imported on first use: Triton reads TRITON_INTERPRET when the kernels are decorated.
     from .triton.function import sliding_window_attention_triton
 
@@ -216,7 +219,7 @@ def _check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens:
     return bounds_q, bounds_k
 
 
-def choose_swa_backend(
+def choose_sliding_window_backend(
     q: torch.Tensor, k: torch.Tensor, window: int | None, backend: str = "auto", packed: bool = False,
     sinks: bool = False,
 ) -> str:
@@ -251,7 +254,7 @@ def choose_swa_backend(
 
 
 def _fast_backend(q: torch.Tensor, k: torch.Tensor, window: int | None, packed: bool, sinks: bool) -> str:
-    """What "auto" runs; see choose_swa_backend."""
+    """What "auto" runs; see choose_sliding_window_backend."""
     if (window is None or window >= k.shape[1]) and not packed:
         return "sdpa"
     if q.is_cuda and q.shape[1] >= FLEX_MIN_QUERIES and not sinks:
@@ -294,11 +297,11 @@ def sliding_window_attention(
     Differentiable in sinks; backends in SINKS.
 
     Returns (B, Tq, H, D) in q's dtype; bf16/fp16 softmax accumulates in fp32. Any B, Tq >= 0.
-    Differentiable in q, k and v on every backend. `backend` is "auto" (see choose_swa_backend)
+    Differentiable in q, k and v on every backend. `backend` is "auto" (see choose_sliding_window_backend)
     or a key of BACKENDS.
     """
     bounds = _check_inputs(q, k, v, cu_seqlens, cu_seqlens_k, sinks)
-    name = choose_swa_backend(q, k, window, backend, packed=bounds is not None, sinks=sinks is not None)
+    name = choose_sliding_window_backend(q, k, window, backend, packed=bounds is not None, sinks=sinks is not None)
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     if bounds is None or name in PACKED:
         return _attend(name, q, k, v, window, scale, bounds, sinks)

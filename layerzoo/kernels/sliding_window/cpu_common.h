@@ -19,7 +19,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "../native_common.h"
+#include "../common/native_common.h"
 
 namespace layerzoo_swa {
 

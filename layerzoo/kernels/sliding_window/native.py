@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from ..common import compute_dtype
-from ..native_build import compiled_ops
+from ..common.dtypes import compute_dtype
+from ..common.native_build import compiled_ops
 
 HERE = Path(__file__).parent
 SOURCES = [HERE / "cpu_forward.cpp", HERE / "cpu_backward.cpp"]
@@ -90,7 +90,7 @@ class _NativeSlidingWindow(torch.autograd.Function):
         return *(grad.to(dtype) for grad, dtype in zip((dq, dk, dv), ctx.dtypes)), None, None, None
 
 
-COMPILED = compiled_ops("sliding_window", SOURCES, [HERE / "cpu_common.h", HERE.parent / "native_common.h"],
+COMPILED = compiled_ops("sliding_window", SOURCES, [HERE / "cpu_common.h", HERE.parent / "common" / "native_common.h"],
                         "sliding-window attention", _register_for_tracing, FLAGS)
 # native_ops_for(t): torch.ops.layerzoo where the compiled ops run on t (CPU, not turned off), else
 # None; native_enabled(), load_native_ops(): see CompiledOps.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from ..matrix_state import call, choose
+from ..common.matrix_state import call, choose
 from .chunkwise import ssd_chunkwise
 from .fla import ssd_fla
 from .reference import ssd_reference

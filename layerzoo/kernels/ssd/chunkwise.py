@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import torch
 
-from ..chunk_layout import from_chunks, to_chunks
-from ..chunk_parts import decays
-from ..common import compute_dtype
-from ..native_forward import run_compiled_forward
+from ..common.chunk_layout import from_chunks, to_chunks
+from ..common.chunk_parts import decays
+from ..common.dtypes import compute_dtype
+from ..common.native_forward import run_compiled_forward
 from .native import COMPILED
 
 

@@ -11,7 +11,7 @@
 
 #include <tuple>
 
-#include "../native_common.h"
+#include "../common/native_common.h"
 
 namespace layerzoo_ssd {
 namespace {

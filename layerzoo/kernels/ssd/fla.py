@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from ..matrix_state import fla_packed
+from ..common.matrix_state import fla_packed
 
 
 def ssd_fla(

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from ..native_forward import compiled_forward
+from ..common.native_forward import compiled_forward
 
 COMPILED = compiled_forward("ssd", "SSD forward")

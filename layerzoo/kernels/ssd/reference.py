@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..common import compute_dtype
+from ..common.dtypes import compute_dtype
 
 
 def ssd_reference(

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 import triton
 
-from ...common import compute_dtype
+from ...common.dtypes import compute_dtype
 from ..reference import MLSTMState
 from .backward import chunk_grads_kernel, state_grads_kernel
 from .config import chunk_length, launch_config

@@ -14,10 +14,10 @@ from typing import Callable, Mapping
 
 import torch
 
-from .common import (
-    carried_state, check_chunk_size, check_cu_seqlens, check_finite_decay, check_tensors, choose_backend,
-    empty_output, has_tokens, installed, per_sequence, without_empty_sequences,
-)
+from .backends import choose_backend, installed
+from .checks import check_chunk_size, check_cu_seqlens, check_finite_decay, check_tensors
+from .empty import carried_state, empty_output, has_tokens
+from .sequences import per_sequence, without_empty_sequences
 
 # A backend as these helpers call it: run(*inputs, initial_state, bounds=None) -> (out, final state),
 # on validated inputs with B, T >= 1; bounds (the offsets of packed sequences, B = 1) only when the

@@ -11,7 +11,7 @@ import os
 
 import torch
 
-from .common import installed
+from .backends import installed
 
 
 def triton_interpreting() -> bool:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import torch
 
-from .common import compute_dtype
+from .dtypes import compute_dtype
 from .native_build import CompiledOps, compiled_ops
 
-KERNELS = Path(__file__).parent
+KERNELS = Path(__file__).parent.parent
 
 
 def compiled_forward(family: str, what: str) -> CompiledOps:
@@ -30,7 +30,7 @@ def compiled_forward(family: str, what: str) -> CompiledOps:
     def register_for_tracing():
         torch.library.register_fake(f"layerzoo::{family}_forward")(_forward_fake)
 
-    return compiled_ops(family, [KERNELS / family / "cpu_forward.cpp"], [KERNELS / "native_common.h"], what,
+    return compiled_ops(family, [KERNELS / family / "cpu_forward.cpp"], [KERNELS / "common" / "native_common.h"], what,
                         register_for_tracing)
 
 

@@ -28,7 +28,7 @@ except ImportError:
 
 import torch
 
-from .common import constant_when_traced
+from .backends import constant_when_traced
 
 log = logging.getLogger(__name__)
 

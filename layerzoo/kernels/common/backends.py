@@ -1,0 +1,53 @@
+"""Choosing a backend: which optional libraries are there to choose from, and the rule every
+family's "auto" follows."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from typing import Callable, Iterable
+
+from ...errors import unknown_name_message
+
+# The backend every family names its truth (a step loop or a dense mask): `backend="reference"`.
+REFERENCE = "reference"
+
+
+def constant_when_traced(fn: Callable) -> Callable:
+    """Mark fn as torch.compiler.assume_constant_result does: torch.compile and strict
+    torch.export call it when they trace and keep its result in the graph as a constant, so what
+    it does to find the answer (a search of the import path, a build, log lines) stays out.
+
+    It sets the attribute that decorator sets, because the decorator imports torch._dynamo (and
+    with it Triton, which must load on first use), doubling the time of `import layerzoo`.
+    """
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+@constant_when_traced
+def installed(package: str) -> bool:
+    """Whether an optional package (triton, fla, ...) can be imported, without importing it.
+    A constant to torch.compile (see constant_when_traced)."""
+    return _on_import_path(package)
+
+
+@functools.cache
+def _on_import_path(package: str) -> bool:
+    return importlib.util.find_spec(package) is not None
+
+
+def choose_backend(kind: str, backend: str, backends: Iterable[str], fast: str, length: int | None = None) -> str:
+    """The backend a call runs: `backend` when it names one of `backends`; for "auto", REFERENCE
+    when `length` is 1 (a single token is one step of the loop: the least work, as in decoding;
+    length None for families without a step loop), else `fast`.
+
+    Raises a one-line ValueError naming the closest known name for anything else; `kind` names
+    what is chosen ("mLSTM backend").
+    """
+    backends = list(backends)
+    if backend != "auto" and backend not in backends:
+        raise ValueError(unknown_name_message(kind, backend, [*backends, "auto"]))
+    if backend != "auto":
+        return backend
+    return REFERENCE if length == 1 else fast

@@ -1,0 +1,11 @@
+"""The dtype of states and arithmetic, whatever the inputs' dtype."""
+
+from __future__ import annotations
+
+import torch
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype states and arithmetic use for inputs of `dtype`: fp32, or fp64 for fp64 inputs
+    (so tests can use fp64 as the yardstick)."""
+    return torch.promote_types(dtype, torch.float32)
