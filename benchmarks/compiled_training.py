@@ -26,7 +26,7 @@ from layerzoo.mixers import set_window  # noqa: E402
 from layerzoo.specs import load_spec  # noqa: E402
 from layerzoo.tasks import make_task  # noqa: E402
 from layerzoo.training import distributed  # noqa: E402
-from layerzoo.training.trainer import autocast_context, make_optimizer, step_batches, train_step  # noqa: E402
+from layerzoo.training.loop.trainer import autocast_context, make_optimizer, step_batches, train_step  # noqa: E402
 
 from common import interleaved_best_seconds, markdown_table  # noqa: E402
 

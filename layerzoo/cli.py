@@ -158,9 +158,9 @@ def add_training_commands(commands) -> None:
 
 
 def train(args: argparse.Namespace) -> int:
-    from .training.distributed import teardown
-    from .training.report import grid_report
-    from .training.trainer import autocast_context, train as run
+    from .training.parallel.distributed import teardown
+    from .training.reports.report import grid_report
+    from .training.loop.trainer import autocast_context, train as run
 
     overrides = [*args.overrides, *(["training.compile=true"] if args.compile else [])]
     result = run(args.spec, overrides, run_dir=args.out, resume=args.resume, overwrite=args.overwrite,
@@ -168,7 +168,7 @@ def train(args: argparse.Namespace) -> int:
     try:
         autocast = autocast_context(result.spec.training, result.context)
         if result.task.name == "text":
-            from .training.text_report import text_report
+            from .training.reports.text_report import text_report
 
             text_report(result.model, result.spec, result.task, result.run_dir, result.metrics,
                         context=result.context, autocast=autocast)
@@ -182,7 +182,7 @@ def train(args: argparse.Namespace) -> int:
 def evaluate(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .training.report import grid_report
+    from .training.reports.report import grid_report
 
     for flag in ("lengths", "samples", "window", "chunk_size"):
         check_at_least_one(f"--{flag.replace('_', '-')}", getattr(args, flag))
@@ -208,8 +208,8 @@ def load_run(path: str):
 
     from .assemblies import build
     from .tasks import make_task
-    from .training.checkpoint import CheckpointError, load_weights, read_checkpoint
-    from .training.run_checkpoints import load_newest
+    from .training.runs.checkpoint import CheckpointError, load_weights, read_checkpoint
+    from .training.runs.run_checkpoints import load_newest
 
     def load(folder):
         checkpoint = read_checkpoint(folder, training_state=False)
@@ -252,7 +252,7 @@ def train_tokenizer(args: argparse.Namespace) -> int:
 def plot_runs(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .training.loss_plot import plot_runs as plot
+    from .training.reports.loss_plot import plot_runs as plot
 
     out = plot(args.runs, args.out or Path(args.runs[0]) / "loss.png")
     print(f"wrote {out}")
@@ -263,8 +263,8 @@ def evaluate_perplexity(args: argparse.Namespace, runs: list) -> int:
     """`eval --metric perplexity`: each run's table and JSON in its folder, one PNG of all runs."""
     from pathlib import Path
 
-    from .training.perplexity_plot import plot_perplexity
-    from .training.text_report import perplexity_report
+    from .training.reports.perplexity_plot import plot_perplexity
+    from .training.reports.text_report import perplexity_report
 
     results = {}
     for (checkpoint, model, task), path in zip(runs, args.checkpoint):
@@ -320,7 +320,7 @@ def add_comparison_commands(commands) -> None:
 
 
 def sweep(args: argparse.Namespace) -> int:
-    from .training.sweep import run_sweep
+    from .training.sweeps.sweep import run_sweep
 
     check_at_least_one("--seeds", args.seeds)
     check_at_least_one("--jobs", args.jobs)
@@ -331,7 +331,7 @@ def sweep(args: argparse.Namespace) -> int:
 def compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .training.compare import compare as run, to_markdown, write_comparison
+    from .training.sweeps.compare import compare as run, to_markdown, write_comparison
 
     check_at_least_one("--window", args.window)
     comparison = run(args.folders, args.metric, args.window)

@@ -27,6 +27,13 @@ LAYERS = (
     ("assemblies.armt",),
     ("assemblies.build", "assemblies"),
     ("tasks",),
+    ("training.config", "training.errors"),  # the `training:` section, the errors of runs
+    ("training.parallel",),
+    ("training.runs",),
+    ("training.evaluation",),
+    ("training.reports",),
+    ("training.loop",),
+    ("training.sweeps",),
     ("training",),
     ("",),
     ("testing",),

@@ -12,8 +12,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ..training.checkpoint import load_weights, read_checkpoint
-from ..training.run_checkpoints import load_newest
+from ..training.runs.checkpoint import load_weights, read_checkpoint
+from ..training.runs.run_checkpoints import load_newest
 from .config import LayerzooConfig
 from .model import HFError, LayerzooForCausalLM, check_exportable
 

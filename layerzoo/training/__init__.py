@@ -1,4 +1,8 @@
-"""Training and evaluation: the spec's `training:` section, the trainer, checkpoints, NIAH grids.
+"""Training and evaluation: the spec's `training:` section (`config`) and its errors, then one
+sub-package an idea, lowest first: `parallel` (data-parallel and FSDP), `runs` (run folders,
+checkpoints, metrics logs, what a finished run says), `evaluation` (NIAH grids, perplexity against
+length), `reports` (the reports and plots a run writes), `loop` (the trainer, its schedules and
+curriculum, stop signals) and `sweeps` (grids of runs and their comparison).
 
 Only the config is imported eagerly (it registers the `training:` section with specs); the
 trainer and its dependencies load on first use, so `import layerzoo` stays light.
@@ -11,10 +15,10 @@ import importlib
 from .config import TrainingConfig
 
 _LAZY = {
-    "train": "trainer", "TrainingError": "errors", "RunResult": "trainer", "TrainingInterrupted": "interrupt",
-    "save_checkpoint": "checkpoint", "load_weights": "checkpoint", "latest_checkpoint": "run_checkpoints",
-    "CheckpointError": "checkpoint", "UnusableCheckpoint": "checkpoint", "evaluate": "evaluate", "evaluate_grid": "evaluate",
-    "grid_report": "report", "plot_heatmap": "heatmap",
+    "train": "loop.trainer", "TrainingError": "errors", "RunResult": "loop.trainer", "TrainingInterrupted": "loop.interrupt",
+    "save_checkpoint": "runs.checkpoint", "load_weights": "runs.checkpoint", "latest_checkpoint": "runs.run_checkpoints",
+    "CheckpointError": "runs.checkpoint", "UnusableCheckpoint": "runs.checkpoint", "evaluate": "evaluation.evaluate",
+    "evaluate_grid": "evaluation.evaluate", "grid_report": "reports.report", "plot_heatmap": "reports.heatmap",
 }
 
 

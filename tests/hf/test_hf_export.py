@@ -15,7 +15,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 import layerzoo
 from layerzoo.cli import main
 from layerzoo.hf import LayerzooForCausalLM
-from layerzoo.training.checkpoint import load_weights, save_checkpoint
+from layerzoo.training.runs.checkpoint import load_weights, save_checkpoint
 
 WORDS = "the a cat dog sat ran on mat log is red blue what color sky grass green".split()
 SHORT_RUN = ["--set", "training.steps=2", "--set", "training.batch_size=4", "--set", "training.eval.lengths=[64]",

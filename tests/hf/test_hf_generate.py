@@ -7,7 +7,7 @@ from transformers.generation.streamers import BaseStreamer
 
 from layerzoo.hf import HFError, LayerzooCache
 from layerzoo.testing import padded_batch
-from layerzoo.training.evaluate import score
+from layerzoo.training.evaluation.evaluate import score
 from layerzoo.tasks import Batch
 
 from hf_inputs import prompts

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import layerzoo
 from layerzoo.tasks import IGNORE, TASKS, make_task
-from layerzoo.training.trainer import train
+from layerzoo.training.loop.trainer import train
 
 VOCAB = 257
 

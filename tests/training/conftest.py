@@ -29,7 +29,7 @@ def tiny_sweep(tmp_path_factory):
     Tests that change it work on a copy."""
     from types import SimpleNamespace
 
-    from layerzoo.training.sweep import run_sweep
+    from layerzoo.training.sweeps.sweep import run_sweep
 
     folder = tmp_path_factory.mktemp("sweep")
     spec = folder / "tiny.yaml"

@@ -22,9 +22,9 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 import layerzoo
 from layerzoo.tasks import make_task
 from layerzoo.training import train
-from layerzoo.training.evaluate import evaluate
-from layerzoo.training.distributed import setup
-from layerzoo.training.fsdp import build_sharded
+from layerzoo.training.evaluation.evaluate import evaluate
+from layerzoo.training.parallel.distributed import setup
+from layerzoo.training.parallel.fsdp import build_sharded
 
 CPU = torch.device("cpu")
 # Odd vocabulary (uneven shards), untied head, every mixer with weights of its own: built, not run.

@@ -5,11 +5,11 @@ import pytest
 import torch
 
 import layerzoo
-from layerzoo.training.checkpoint import (
+from layerzoo.training.runs.checkpoint import (
     CheckpointError, checkpoint_spec, load_training_state, load_weights, save_checkpoint,
 )
-from layerzoo.training.run_checkpoints import latest_checkpoint
-from layerzoo.training.trainer import make_optimizer, train
+from layerzoo.training.runs.run_checkpoints import latest_checkpoint
+from layerzoo.training.loop.trainer import make_optimizer, train
 from run_checks import assert_same_final_state
 
 
@@ -83,7 +83,7 @@ def test_a_checkpoint_refuses_another_spec(tiny_spec, tmp_path):
 
 
 def test_resume_without_a_checkpoint_is_an_error(tiny_spec, tmp_path):
-    from layerzoo.training.trainer import TrainingError
+    from layerzoo.training.loop.trainer import TrainingError
 
     with pytest.raises(TrainingError, match="no checkpoint to resume from"):
         train(tiny_spec, run_dir=tmp_path / "empty", resume=True, progress=False)

@@ -10,8 +10,8 @@ from safetensors.torch import load_file, save_file
 
 import layerzoo
 from layerzoo.cli import main
-from layerzoo.training.checkpoint import CheckpointError, load_training_state, load_weights
-from layerzoo.training.trainer import make_optimizer, train
+from layerzoo.training.runs.checkpoint import CheckpointError, load_training_state, load_weights
+from layerzoo.training.loop.trainer import make_optimizer, train
 from run_checks import assert_same_final_state, checkpoint_steps
 
 TWO_CHECKPOINTS = ["training.steps=4", "training.checkpoint_every=2"]

@@ -4,7 +4,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from layerzoo.training.trainer import TrainingError, train
+from layerzoo.training.loop.trainer import TrainingError, train
 from run_checks import checkpoint_steps, metric_records
 
 

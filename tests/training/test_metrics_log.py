@@ -2,7 +2,7 @@
 
 import math
 
-from layerzoo.training.metrics import MetricsLog
+from layerzoo.training.runs.metrics import MetricsLog
 from run_checks import metric_records
 
 

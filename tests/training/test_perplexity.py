@@ -8,7 +8,7 @@ import torch
 
 import layerzoo
 from layerzoo.tasks import make_task
-from layerzoo.training.perplexity import perplexity_by_length
+from layerzoo.training.evaluation.perplexity import perplexity_by_length
 from text_corpus import cache, document  # noqa: F401 (cache is a fixture)
 
 TINY = ["model.d_model=32", "model.n_layers=2", "model.vocab_size=257", "model.mixers.swa.n_heads=2",

@@ -6,7 +6,7 @@ import pytest
 from layerzoo import load_spec, shipped_specs
 from layerzoo.cli import main
 from layerzoo.training.config import TrainingConfig
-from layerzoo.training.trainer import TrainingError, train
+from layerzoo.training.loop.trainer import TrainingError, train
 from run_checks import checkpoint_steps, metric_records
 
 

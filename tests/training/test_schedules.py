@@ -5,9 +5,9 @@ from hypothesis import given, strategies as st
 
 from layerzoo.mixers.attention import SlidingWindowAttention
 from layerzoo.training.config import CurriculumConfig, OptimizerConfig, WindowConfig
-from layerzoo.training.curriculum import Curriculum
-from layerzoo.training.schedules import WindowSchedule, learning_rate
-from layerzoo.training.trainer import train
+from layerzoo.training.loop.curriculum import Curriculum
+from layerzoo.training.loop.schedules import WindowSchedule, learning_rate
+from layerzoo.training.loop.trainer import train
 
 
 @given(p=st.floats(0, 1), seed=st.integers(0, 2**32), anneal=st.sampled_from([0.0, 0.1, 0.3]))
@@ -72,7 +72,7 @@ def test_the_report_names_the_longest_length_the_curriculum_reached():
     from types import SimpleNamespace
 
     from layerzoo.training.config import TrainingConfig
-    from layerzoo.training.report import trained_length
+    from layerzoo.training.reports.report import trained_length
 
     plain = SimpleNamespace(training=TrainingConfig(seq_len=96))
     grown = SimpleNamespace(training=TrainingConfig(seq_len=96, curriculum=CurriculumConfig(segments=(2, 4, 8))))

@@ -4,8 +4,8 @@ import torch
 
 import layerzoo
 from layerzoo.tasks import make_task
-from layerzoo.training.evaluate import evaluate
-from layerzoo.training.trainer import train
+from layerzoo.training.evaluation.evaluate import evaluate
+from layerzoo.training.loop.trainer import train
 
 
 def test_a_short_training_lowers_the_mqar_loss(tiny_spec, tmp_path):

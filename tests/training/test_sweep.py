@@ -9,7 +9,7 @@ import torch
 import yaml
 
 from layerzoo.cli import main
-from layerzoo.training.sweep_plan import folder_safe, parse_grid, plan, split_values
+from layerzoo.training.sweeps.plan import folder_safe, parse_grid, plan, split_values
 
 NAMES = ["window.long=8__seed=3", "window.long=8__seed=4", "window.long=16__seed=3", "window.long=16__seed=4"]
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 from torch import nn
 
-from ..specs import Spec
-from ..tasks import Text
-from .distributed import Context
-from .evaluate import LOCAL
-from .perplexity import format_perplexity, perplexity_by_length
+from ...specs import Spec
+from ...tasks import Text
+from ..evaluation.evaluate import LOCAL
+from ..evaluation.perplexity import format_perplexity, perplexity_by_length
+from ..parallel.distributed import Context
+from ..runs.folder import report_stem
 from .perplexity_plot import plot_perplexity
-from .run_folder import report_stem
 
 
 def text_report(model: nn.Module, spec: Spec, task: Text, out_dir: str | Path, metrics: dict, *,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import bisect
 import itertools
 
-from ..tasks import example_seed
-from .config import CurriculumConfig
+from ...tasks import example_seed
+from ..config import CurriculumConfig
 
 
 class Curriculum:

@@ -21,24 +21,24 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..assemblies import build
-from ..mixers import at_window, set_window
-from ..specs import Spec, load_spec
-from ..tasks import Batch, Task, example_seed, make_task
-from . import distributed
-from .checkpoint import load_training_state, load_weights, save_checkpoint
-from .config import TrainingConfig
+from ...assemblies import build
+from ...mixers import at_window, set_window
+from ...specs import Spec, load_spec
+from ...tasks import Batch, Task, example_seed, make_task
+from ..config import TrainingConfig
+from ..errors import TrainingError
+from ..evaluation.evaluate import evaluate, score
+from ..parallel import distributed
+from ..parallel.fsdp import build_sharded
+from ..runs.checkpoint import load_training_state, load_weights, save_checkpoint
+from ..runs.folder import check_run_folder, default_run_dir, start_run_folder
+from ..runs.metrics import MetricsLog
+from ..runs.resume import read_for_resume
+from ..runs.run_checkpoints import checkpoint_dir, newest_usable, prune_checkpoints
+from ..runs.tensorboard import TensorBoardLog
 from .curriculum import Curriculum
-from .errors import TrainingError
-from .evaluate import evaluate, score
-from .fsdp import build_sharded
 from .interrupt import StopSignals, TrainingInterrupted
-from .metrics import MetricsLog
-from .resume import read_for_resume
-from .run_checkpoints import checkpoint_dir, newest_usable, prune_checkpoints
-from .run_folder import check_run_folder, default_run_dir, start_run_folder
 from .schedules import WindowSchedule, learning_rate
-from .tensorboard import TensorBoardLog
 
 
 @dataclasses.dataclass

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ComparisonError
+from ..errors import ComparisonError
 
 MANIFEST = "sweep.json"
 SEED_KEY = "training.seed"

@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..mixers import at_window
-from ..tasks import Text
+from ...mixers import at_window
+from ...tasks import Text
 from .evaluate import uncompiled
 
 LOG2 = math.log(2)

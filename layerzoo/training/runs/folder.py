@@ -12,8 +12,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ..specs import Spec
-from .errors import TrainingError
+from ...specs import Spec
+from ..errors import TrainingError
 
 RUN_FILES = ("spec.yaml", "metrics.jsonl", "metrics.jsonl.partial", "checkpoints", "eval-window*.json", "eval-window*.png",
              "text-report.json", "perplexity-window*.json", "perplexity-window*.png", "loss.png", "tensorboard")

@@ -11,12 +11,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..assemblies import build
-from ..mixers import set_window
-from ..specs import Spec, load_spec
-from .errors import ComparisonError
+from ...assemblies import build
+from ...mixers import set_window
+from ...specs import Spec, load_spec
+from ..errors import ComparisonError
+from .folder import report_stem
 from .metrics import read_records
-from .run_folder import report_stem
 
 METRICS = ("niah", "perplexity", "loss")
 FP32_BYTES = 4  # states are fp32: recurrent ones always, KV caches of the fp32 models training writes

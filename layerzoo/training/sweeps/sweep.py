@@ -24,14 +24,14 @@ from typing import Callable
 
 import torch
 
-from ..specs import Spec, load_spec
+from ...specs import Spec, load_spec
+from ..errors import ComparisonError, TrainingError
+from ..loop.interrupt import TrainingInterrupted
+from ..runs.folder import final_reports
+from ..runs.run_checkpoints import checkpoint_dir, run_checkpoints
 from .compare import compare, to_markdown, write_comparison
-from .errors import ComparisonError, TrainingError
-from .interrupt import TrainingInterrupted
-from .run_checkpoints import checkpoint_dir, run_checkpoints
-from .run_folder import final_reports
-from .sweep_plan import SweepRun, parse_grid, plan, spec_argument, write_manifest
-from .sweep_processes import RunProcesses
+from .plan import SweepRun, parse_grid, plan, spec_argument, write_manifest
+from .processes import RunProcesses
 
 LOG = "train.log"  # each run's output, in its folder; appended to, so a resumed run keeps the earlier attempt's
 

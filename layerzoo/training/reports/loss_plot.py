@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .metrics import read_records
+from ..runs.metrics import read_records
 
 
 def plot_runs(run_dirs: list[str | Path], path: str | Path) -> Path:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .compare_plot import plot_comparison
-from .errors import ComparisonError
-from .run_results import FP32_BYTES, Curve, RunResults
-from .sweep_plan import read_manifest
+from ..errors import ComparisonError
+from ..reports.compare_plot import plot_comparison
+from ..runs.results import FP32_BYTES, Curve, RunResults
+from .plan import read_manifest
 
 HEADINGS = {
     "niah": "accuracy (%) of the length x depth grid, mean over depths, against context length",

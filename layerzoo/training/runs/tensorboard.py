@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .errors import TrainingError
+from ..errors import TrainingError
 
 
 class TensorBoardLog:

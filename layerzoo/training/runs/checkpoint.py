@@ -30,8 +30,8 @@ from torch.distributed.checkpoint.state_dict import (
     StateDictOptions, get_model_state_dict, get_optimizer_state_dict, set_model_state_dict, set_optimizer_state_dict,
 )
 
-from ..errors import LayerzooError
-from ..specs import Spec, load_spec
+from ...errors import LayerzooError
+from ...specs import Spec, load_spec
 from .metrics import finite_or_null
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from ..tasks import example_seed
-from .config import OptimizerConfig, WindowConfig
+from ...tasks import example_seed
+from ..config import OptimizerConfig, WindowConfig
 
 
 def learning_rate(step: int, total_steps: int, config: OptimizerConfig) -> float:

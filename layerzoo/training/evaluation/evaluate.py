@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..mixers import at_window
-from ..tasks import IGNORE, Batch, Task, example_seed
-from .distributed import Context, all_sum
+from ...mixers import at_window
+from ...tasks import IGNORE, Batch, Task, example_seed
+from ..parallel.distributed import Context, all_sum
 
 LOCAL = Context(rank=0, world_size=1, device=torch.device("cpu"))
 

@@ -8,11 +8,11 @@ from typing import Any
 
 from torch import nn
 
-from ..specs import Spec
+from ...specs import Spec
 from .checkpoint import (
     Checkpoint, CheckpointError, check_fits, check_same_model, describe_difference, first_difference, read_checkpoint,
 )
-from .config import RESUME_MAY_CHANGE
+from ..config import RESUME_MAY_CHANGE
 
 
 def read_for_resume(directory: Path, spec: Spec, model: nn.Module) -> Checkpoint:

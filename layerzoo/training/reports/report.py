@@ -7,12 +7,12 @@ from pathlib import Path
 
 from torch import nn
 
-from ..specs import Spec
-from ..tasks import Task
-from .distributed import Context
-from .evaluate import LOCAL, evaluate_grid, format_table
+from ...specs import Spec
+from ...tasks import Task
+from ..evaluation.evaluate import LOCAL, evaluate_grid, format_table
+from ..parallel.distributed import Context
+from ..runs.folder import report_stem
 from .heatmap import plot_heatmap
-from .run_folder import report_stem
 
 
 def grid_report(model: nn.Module, spec: Spec, task: Task, out_dir: str | Path, *, lengths: list[int] | None = None,

@@ -21,9 +21,9 @@ from torch import nn
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 
-from ..assemblies import build
-from ..assemblies.init import construction_order, init_module
-from ..specs import Spec
+from ...assemblies import build
+from ...assemblies.init import construction_order, init_module
+from ...specs import Spec
 
 
 def build_sharded(spec: Spec, device: torch.device, mixed_precision: str | None = None) -> nn.Module:

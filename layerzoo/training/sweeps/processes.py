@@ -16,7 +16,7 @@ import subprocess
 import threading
 from types import FrameType
 
-from .interrupt import StopSignals
+from ..loop.interrupt import StopSignals
 
 
 class RunProcesses(StopSignals):
