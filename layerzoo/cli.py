@@ -19,7 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("specs", help="list the shipped specs")
-    commands.add_parser("mixers", help="list registered mixers with their options and defaults")
+    mixers = commands.add_parser("mixers", help="list registered mixers, or one mixer's options")
+    mixers.add_argument("name", nargs="?", help="a registered mixer: print its options (type, default, bounds, description)")
+    mixers.add_argument("--markdown", action="store_true", help="print the options tables as Markdown (the docs' tables)")
     describe = commands.add_parser("describe", help="per-layer mixers, parameters and state sizes of a spec")
     describe.add_argument("spec", help="a shipped spec name or a YAML path")
     describe.add_argument("--seq-len", type=int, default=4096, help="length at which to report state sizes (default 4096)")
@@ -52,15 +54,22 @@ def list_specs(args: argparse.Namespace) -> int:
 
 
 def list_mixers(args: argparse.Namespace) -> int:
+    from .options import markdown_table, option_rows, text_table
     from .registry import get_mixer, list_mixers as registered
-    from .specs.options import type_name
 
-    for name in registered():
-        entry = get_mixer(name)
-        print(f"{name}: {entry.summary}")
-        for option in entry.options.values():
-            default = "(required)" if option.required else f"= {option.default!r}"
-            print(f"    {option.name}: {type_name(option.annotation)} {default}")
+    names = [args.name] if args.name else registered()
+    entries = [get_mixer(name) for name in names]  # an unknown name fails here, naming the closest
+    if args.markdown:
+        print("\n\n".join(f"## `{entry.name}`\n\n{entry.summary}\n\n{markdown_table(option_rows(entry.options.values()))}"
+                          for entry in entries))
+    elif args.name:
+        entry = entries[0]
+        print(f"{entry.name}: {entry.summary}\n\n{text_table(option_rows(entry.options.values()))}")
+    else:
+        width = max(map(len, names))
+        for entry in entries:
+            print(f"{entry.name:<{width}}  {entry.summary}")
+        print("\n`layerzoo mixers NAME` lists a mixer's options.")
     return 0
 
 

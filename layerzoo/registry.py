@@ -3,32 +3,31 @@
 It holds entries and imports no mixer: the package registers its built-in mixers when
 `layerzoo` is imported, as a user's own module registers theirs.
 
-A user mixer joins the registry with the decorator, and from then on specs can place it and
-`layerzoo.testing` conformance checks run on it::
+A user mixer declares its options once, as the fields of its `Options` dataclass, and joins the
+registry with the decorator; from then on specs can place it, `layerzoo mixers NAME` lists its
+options and the `layerzoo.testing` conformance checks run on it::
 
     @layerzoo.register_mixer("my_mixer", test_options={"n_heads": 2})
     class MyMixer(layerzoo.Mixer):
-        ...
+        @dataclass(frozen=True)
+        class Options(layerzoo.MixerOptions):
+            n_heads: int = layerzoo.option(4, min=1, help="heads")
+
+        def __init__(self, d_model: int, **options):
+            super().__init__(d_model, **options)   # checks them; self.options.n_heads
+            ...
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Callable, get_type_hints
+from typing import Any, Callable
 
-from .errors import UnknownNameError, unknown_name_message
-
-
-@dataclass(frozen=True)
-class OptionInfo:
-    """One constructor option of a mixer: name, default and annotated type."""
-
-    name: str
-    default: Any
-    annotation: Any
-    required: bool
+from .errors import OptionError, UnknownNameError, did_you_mean, unknown_name_message
+from .options import OptionInfo, declared, make_section
 
 
 @dataclass(frozen=True)
@@ -41,35 +40,50 @@ class MixerEntry:
 
     @functools.cached_property
     def options(self) -> dict[str, OptionInfo]:
-        """Keyword options of `cls.__init__` after `d_model`, in declaration order."""
-        signature = inspect.signature(self.cls.__init__)
-        hints = get_type_hints(self.cls.__init__)
-        options = {}
-        for parameter in list(signature.parameters.values())[2:]:  # skip self, d_model
-            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-                continue
-            required = parameter.default is inspect.Parameter.empty
-            options[parameter.name] = OptionInfo(
-                name=parameter.name,
-                default=None if required else parameter.default,
-                annotation=hints.get(parameter.name, Any),
-                required=required,
-            )
-        return options
+        """The declared options (the fields of `cls.Options`), in declaration order."""
+        return declared(self.cls.Options)
 
     def check(self, d_model: int, **options: Any) -> None:
-        """The mixer's `check_options` on `options` completed with the constructor's defaults: what
-        a spec checks for a mixer config (value checks only; types are the annotations')."""
-        missing = [name for name, info in self.options.items() if info.required and name not in options]
-        if missing:
-            raise TypeError(f"mixer {self.name!r} needs option {missing[0]!r}")
-        defaults = {name: info.default for name, info in self.options.items() if not info.required}
-        self.cls.check_options(d_model, **{**defaults, **options})
+        """Raise OptionError unless `options` (the rest at their defaults) can build the mixer at
+        width d_model: what a spec checks for a mixer config, without building it."""
+        read_options(self.cls, options).check(d_model)
 
     @property
     def summary(self) -> str:
         """First line of the class docstring."""
         return (inspect.getdoc(self.cls) or "").splitlines()[0] if self.cls.__doc__ else ""
+
+
+def read_options(cls: type, options: dict[str, Any]) -> Any:
+    """`cls.Options` made of `options`, each checked against its declaration: OptionError(key) for
+    an unknown option (naming the closest), a missing required one or a bad value."""
+    known = declared(cls.Options)
+    kind = repr(cls.registry_name) if getattr(cls, "registry_name", "") else cls.__qualname__
+    for key in options:
+        if key not in known:
+            raise OptionError(key, f"unknown option of mixer {kind}{did_you_mean(str(key), known)} (options: {', '.join(known)})")
+    for key, info in known.items():
+        if info.required and key not in options:
+            raise OptionError("", f"mixer {kind} needs option {key!r}")
+    return make_section(cls.Options, options)
+
+
+def check_declaration(cls: type, test_options: dict[str, Any]) -> None:
+    """A ValueError, at registration, for a mixer whose options are not declared as its Options'
+    fields: a constructor with options of its own, an Options class that is not a dataclass, or
+    test options it does not declare."""
+    options = getattr(cls, "Options", None)
+    if options is None or not dataclasses.is_dataclass(options) or (
+            vars(options).get("__annotations__") and "__dataclass_fields__" not in vars(options)):
+        raise ValueError(f"{cls.__qualname__}.Options must be a @dataclass(frozen=True) subclass of layerzoo.MixerOptions")
+    parameters = list(inspect.signature(cls.__init__).parameters.values())[2:]  # after self, d_model
+    named = [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if named:
+        raise ValueError(f"{cls.__qualname__}.__init__ takes {', '.join(named)}: declare options as fields of "
+                         f"{cls.__qualname__}.Options and take them as **options")
+    unknown = [name for name in test_options if name not in declared(options)]
+    if unknown:
+        raise ValueError(f"test_options of {cls.__qualname__} name undeclared options: {', '.join(unknown)}")
 
 
 _REGISTRY: dict[str, MixerEntry] = {}
@@ -79,13 +93,15 @@ def register_mixer(name: str, *, test_options: dict[str, Any] | None = None) -> 
     """Class decorator registering a mixer under `name`.
 
     `test_options` are small options (few heads, short windows) the conformance checks use.
-    Registering a taken name with a different class is an error.
+    Registering a taken name with a different class, or a class whose options are not declared in
+    its Options dataclass, is an error.
     """
 
     def decorate(cls: type) -> type:
         existing = _REGISTRY.get(name)
         if existing is not None and existing.cls is not cls:
             raise ValueError(f"mixer name {name!r} is already registered to {existing.cls.__qualname__}")
+        check_declaration(cls, test_options or {})
         _REGISTRY[name] = MixerEntry(name=name, cls=cls, test_options=dict(test_options or {}))
         cls.registry_name = name
         return cls

@@ -12,10 +12,14 @@ def test_specs_lists_shipped_specs(capsys):
     assert "swa-full" in out and "transformer-tiny" in out
 
 
-def test_mixers_lists_options_and_defaults(capsys):
+def test_mixers_lists_the_mixers_and_one_mixers_options(capsys):
     assert main(["mixers"]) == 0
     out = capsys.readouterr().out
-    assert "swa:" in out and "window: int = 128" in out
+    assert "swa " in out and "mamba2 " in out and "layerzoo mixers NAME" in out
+    assert main(["mixers", "swa"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()[2:]}
+    assert rows["window"][:4] == ["window", "int", "128", ">="] and "settable at run time" in " ".join(rows["window"])
+    assert rows["backend"][1:3] == ["str", "auto"]
 
 
 def test_describe_shows_layers_parameters_and_state(capsys):

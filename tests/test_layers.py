@@ -17,6 +17,7 @@ PACKAGE = Path(layerzoo.__file__).parent
 # package `layerzoo`, the facade that imports the layers below it and registers the built-ins.
 LAYERS = (
     ("errors",),
+    ("options",),
     ("registry",),
     ("kernels.common",),  # what the kernel families share
     ("kernels",),

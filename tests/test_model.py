@@ -92,7 +92,7 @@ def test_window_changes_at_run_time_without_rebuilding():
         again = model(ids)
     assert torch.equal(before, again) and not torch.allclose(before, narrow)
     assert all(m.window == 16 for m in model.modules() if isinstance(m, SlidingWindowAttention))
-    with pytest.raises(ValueError, match="window must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"^window: must be >= 1, got 0$"):
         layerzoo.set_window(model, 0)
 
 

@@ -1,3 +1,5 @@
+from dataclasses import dataclass
+
 import pytest
 import torch
 
@@ -22,9 +24,13 @@ def test_unknown_mixer_names_the_known_ones_and_the_closest():
 class Doubling(layerzoo.Mixer):
     """A user mixer: y_t = scale * (x_t + x_{t-1}); the state is the previous token."""
 
-    def __init__(self, d_model: int, scale: float = 2.0):
-        super().__init__(d_model)
-        self.scale = torch.nn.Parameter(torch.tensor(scale))
+    @dataclass(frozen=True)
+    class Options(layerzoo.MixerOptions):
+        scale: float = layerzoo.option(2.0, help="the factor of each sum")
+
+    def __init__(self, d_model: int, **options):
+        super().__init__(d_model, **options)
+        self.scale = torch.nn.Parameter(torch.tensor(self.options.scale))
 
     def mix(self, x, state, cu_seqlens):
         previous = torch.zeros_like(x[:, :1]) if state is None or state.shape[1] == 0 else state.to(x.dtype)

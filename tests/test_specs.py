@@ -107,7 +107,7 @@ MALFORMED = [
     ("window: 8", "window: 0", 7, ["model.mixers.swa.window", ">= 1"]),
     ("swa: {n_heads: 4", "swa: {n_heads: 5", 7, ["model.mixers.swa.n_heads", "not divisible"]),
     ("attention: {n_heads: 4}", "attention: {n_heads: 4, backend: flesh}", 8,
-     ["model.mixers.attention.backend", "unknown attention backend 'flesh'; did you mean 'flex'"]),
+     ["model.mixers.attention.backend", "unknown value 'flesh'; did you mean 'flex'"]),
     ("pattern: [swa, swa, swa, attention]", "pattern: [swa, mlp]", 9, ["model.pattern.1", "'mlp' is not declared"]),
     ("d_model: 32", "d_modle: 32", 3, ["model.d_modle", "did you mean 'd_model'"]),
     ("d_model: 32", "d_model: 32.5", 3, ["model.d_model", "expected int"]),
@@ -165,7 +165,7 @@ def test_bad_command_line_override_names_the_flag(tmp_path):
         load_spec(write(tmp_path, BASE), ["model.d_model=33"])
     with pytest.raises(SpecError, match="expected KEY=VALUE"):
         load_spec(write(tmp_path, BASE), ["model.d_model"])
-    with pytest.raises(SpecError, match=r"^--set model.mixers.swa.window=0: model.mixers.swa.window: window must be"):
+    with pytest.raises(SpecError, match=r"^--set model.mixers.swa.window=0: model.mixers.swa.window: must be >= 1"):
         load_spec(write(tmp_path, BASE), ["model.mixers.swa.window=0"])
 
 

@@ -1,6 +1,6 @@
 """Token mixers, one file each, registered by name when imported (`import layerzoo` does)."""
 
-from .base import Mixer
+from .base import Mixer, MixerOptions
 from .attention import Attention, KVCache, SlidingWindowAttention, at_window, set_window
 from .gated_deltanet import GatedDeltaNet, GatedDeltaNetState
 from .kda import KimiDeltaAttention
@@ -10,5 +10,5 @@ from .assoc_memory import AssociativeMemory, AssocMemoryState
 
 __all__ = [
     "AssocMemoryState", "AssociativeMemory", "Attention", "GatedDeltaNet", "GatedDeltaNetState", "KVCache",
-    "KimiDeltaAttention", "MLSTM", "Mamba2", "Mamba2State", "Mixer", "SlidingWindowAttention", "at_window", "set_window",
+    "KimiDeltaAttention", "MLSTM", "Mamba2", "Mamba2State", "Mixer", "MixerOptions", "SlidingWindowAttention", "at_window", "set_window",
 ]

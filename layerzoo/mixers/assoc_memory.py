@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
 from ..errors import OptionError
 from ..kernels.assoc_memory import BACKENDS, NU, Memory, associative_read, associative_update, empty_memory
+from ..options import option
 from ..registry import register_mixer
-from .base import Mixer, check_backend
+from .base import Mixer, MixerOptions
 
 @dataclass
 class AssocMemoryState:
@@ -41,6 +43,24 @@ class AssocMemoryState:
     memory: Memory
     pending: Memory
     position: torch.Tensor
+
+
+@dataclass(frozen=True)
+class AssociativeMemoryOptions(MixerOptions):
+    segment_size: int = option(64, min=1, help="tokens per segment: each reads the memory as of its segment's start")
+    d_mem: int = option(64, min=1, max=2**16, help="key width before the DPFP feature map, split over the heads")
+    n_heads: int = option(1, min=1, max=2**12, help="heads; d_mem and d_model must divide by it")
+    normalize: bool = option(True, help="divide each read by the normalizer z (ARMT's)")
+    zero_init_values: bool = option(True, help="start W_v at zero, so that a wrapped model starts unchanged")
+    backend: str = option("auto", choices=("auto", *BACKENDS), help="the associative memory kernel backend")
+
+    def validate(self) -> None:
+        if self.d_mem % self.n_heads:
+            raise OptionError("n_heads", f"d_mem {self.d_mem} is not divisible by n_heads {self.n_heads}")
+
+    def check(self, d_model: int) -> None:
+        if d_model % self.n_heads:
+            raise OptionError("n_heads", f"d_model {d_model} is not divisible by n_heads {self.n_heads}")
 
 
 # One head of 16 dims in tests: a read is a ratio, and with heads of a few dims DPFP's sparse features
@@ -58,29 +78,21 @@ class AssociativeMemory(Mixer):
     W_b without gradient, until W_v has moved.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        segment_size: int = 64,
-        d_mem: int = 64,
-        n_heads: int = 1,
-        normalize: bool = True,
-        zero_init_values: bool = True,
-        backend: str = "auto",
-    ):
-        super().__init__(d_model)
-        self.check_options(d_model, segment_size=segment_size, d_mem=d_mem, n_heads=n_heads, normalize=normalize,
-                           zero_init_values=zero_init_values, backend=backend)
-        self.segment_size = segment_size
-        self.d_mem = d_mem
-        self.n_heads = n_heads
-        self.normalize = normalize
-        self.backend = backend
-        self.query = nn.Linear(d_model, d_mem, bias=False)
-        self.key = nn.Linear(d_model, d_mem, bias=False)
+    Options = AssociativeMemoryOptions
+
+    def __init__(self, d_model: int, **options: Any):
+        super().__init__(d_model, **options)
+        config = self.options
+        self.segment_size = config.segment_size
+        self.d_mem = config.d_mem
+        self.n_heads = config.n_heads
+        self.normalize = config.normalize
+        self.backend = config.backend
+        self.query = nn.Linear(d_model, config.d_mem, bias=False)
+        self.key = nn.Linear(d_model, config.d_mem, bias=False)
         self.value = nn.Linear(d_model, d_model, bias=False)
-        self.beta = nn.Linear(d_model, n_heads)
-        self.zero_init_values = zero_init_values
+        self.beta = nn.Linear(d_model, config.n_heads)
+        self.zero_init_values = config.zero_init_values
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -93,18 +105,6 @@ class AssociativeMemory(Mixer):
             nn.init.zeros_(self.value.weight)
         else:
             nn.init.uniform_(self.value.weight, -bound, bound)
-
-    @classmethod
-    def check_options(cls, d_model: int, *, segment_size: int, d_mem: int, n_heads: int, normalize: bool,
-                      zero_init_values: bool, backend: str) -> None:
-        for key, value in (("segment_size", segment_size), ("d_mem", d_mem), ("n_heads", n_heads)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise OptionError(key, f"{key} must be an integer >= 1, got {value!r}")
-        if d_mem % n_heads:
-            raise OptionError("n_heads", f"d_mem {d_mem} is not divisible by n_heads {n_heads}")
-        if d_model % n_heads:
-            raise OptionError("n_heads", f"d_model {d_model} is not divisible by n_heads {n_heads}")
-        check_backend("associative memory", backend, BACKENDS)
 
     @property
     def key_dim(self) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 import torch
 from torch import nn
@@ -18,8 +18,9 @@ from ..blocks.rotary import Rotary
 from ..errors import OptionError
 from ..kernels import sliding_window_attention
 from ..kernels.sliding_window import BACKENDS as ATTENTION_BACKENDS, SINKS as SINK_BACKENDS
+from ..options import check_value, option
 from ..registry import register_mixer
-from .base import Mixer, check_backend
+from .base import Mixer, MixerOptions
 
 
 @dataclass
@@ -40,10 +41,38 @@ class KVCache:
     position: torch.Tensor
 
 
+@dataclass(frozen=True)
+class AttentionOptions(MixerOptions):
+    """The options of both attention forms; sliding-window attention adds `window`."""
+
+    n_heads: int = option(8, min=1, help="query heads; head_dim = d_model // n_heads, even (RoPE)")
+    n_kv_heads: int | None = option(None, min=1, help="key/value heads, dividing n_heads (grouped-query attention); null: n_heads")
+    rope_theta: float = option(10000.0, above=0.0, help="RoPE base")
+    qk_norm: bool = option(False, help="RMSNorm on each head's queries and keys")
+    output_gate: bool = option(False, help="multiply the heads' output by sigmoid(gate_proj(x)) (Qwen3-Next)")
+    sinks: bool = option(False, help="a learned sink logit per head in every softmax denominator (GPT-OSS)")
+    backend: str = option("auto", choices=("auto", *ATTENTION_BACKENDS), help="the sliding_window_attention backend")
+
+    def check(self, d_model: int) -> None:
+        if d_model % self.n_heads:
+            raise OptionError("n_heads", f"d_model {d_model} is not divisible by n_heads {self.n_heads}")
+        if (d_model // self.n_heads) % 2:
+            raise OptionError("n_heads", f"head_dim d_model/n_heads = {d_model // self.n_heads} must be even for RoPE")
+        if self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
+            raise OptionError("n_kv_heads", f"n_heads {self.n_heads} is not divisible by n_kv_heads {self.n_kv_heads}")
+        if self.sinks and self.backend not in ("auto", *SINK_BACKENDS):
+            raise OptionError("sinks", f"the {self.backend!r} backend has no attention sinks; use auto, {', '.join(SINK_BACKENDS)}")
+
+
+@dataclass(frozen=True)
+class SlidingWindowOptions(AttentionOptions):
+    window: int = option(128, min=1, help="keys each query attends to, itself included; settable at run time")
+
+
 class CausalAttention(Mixer):
-    """Causal multi-head attention over the last `window` keys (all of them when window is None),
-    with grouped KV heads, RoPE and optional qk-norm: the body of the two registered forms,
-    `attention` and `swa`, which choose the options they expose and check them.
+    """Causal multi-head attention over the last `window` keys (all of them when the options have
+    no window), with grouped KV heads, RoPE and optional qk-norm: the body of the two registered
+    forms, `attention` and `swa`, which differ in their options.
 
     output_gate: the attention output is multiplied elementwise by sigmoid(gate_proj(x)) before the
     output projection, so a head can switch itself off per token (Qwen3-Next's gated attention).
@@ -54,24 +83,25 @@ class CausalAttention(Mixer):
     """
 
     packs_sequences = True
+    Options = AttentionOptions
 
-    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int | None, window: int | None,
-                 rope_theta: float, qk_norm: bool, backend: str, output_gate: bool = False, sinks: bool = False):
-        super().__init__(d_model)
-        self.n_heads = n_heads
-        self.n_kv_heads = n_kv_heads or n_heads
-        self.head_dim = d_model // n_heads
-        self.window = window
-        self.backend = backend
+    def __init__(self, d_model: int, **options: Any):
+        super().__init__(d_model, **options)
+        config = self.options
+        self.n_heads = config.n_heads
+        self.n_kv_heads = config.n_kv_heads or config.n_heads
+        self.head_dim = d_model // config.n_heads
+        self.window = getattr(config, "window", None)
+        self.backend = config.backend
         kv_width = self.n_kv_heads * self.head_dim
         self.q_proj = nn.Linear(d_model, d_model, bias=False)
         self.kv_proj = nn.Linear(d_model, 2 * kv_width, bias=False)
         self.out_proj = nn.Linear(d_model, d_model, bias=False)
-        self.rotary = Rotary(self.head_dim, rope_theta)
-        self.q_norm = RMSNorm(self.head_dim) if qk_norm else None
-        self.k_norm = RMSNorm(self.head_dim) if qk_norm else None
-        self.gate_proj = nn.Linear(d_model, d_model, bias=False) if output_gate else None
-        self.sink_logits = nn.Parameter(torch.empty(n_heads)) if sinks else None
+        self.rotary = Rotary(self.head_dim, config.rope_theta)
+        self.q_norm = RMSNorm(self.head_dim) if config.qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim) if config.qk_norm else None
+        self.gate_proj = nn.Linear(d_model, d_model, bias=False) if config.output_gate else None
+        self.sink_logits = nn.Parameter(torch.empty(config.n_heads)) if config.sinks else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -166,38 +196,6 @@ class Attention(CausalAttention):
     state is a KVCache of every token seen.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int = 8,
-        n_kv_heads: int | None = None,
-        rope_theta: float = 10000.0,
-        qk_norm: bool = False,
-        output_gate: bool = False,
-        sinks: bool = False,
-        backend: str = "auto",
-    ):
-        self.check_options(d_model, n_heads=n_heads, n_kv_heads=n_kv_heads, rope_theta=rope_theta, qk_norm=qk_norm,
-                           output_gate=output_gate, sinks=sinks, backend=backend)
-        super().__init__(d_model, n_heads, n_kv_heads, None, rope_theta, qk_norm, backend, output_gate, sinks)
-
-    @classmethod
-    def check_options(cls, d_model: int, *, n_heads: int, n_kv_heads: int | None, rope_theta: float,
-                      qk_norm: bool, output_gate: bool, sinks: bool, backend: str) -> None:
-        if n_heads < 1:
-            raise OptionError("n_heads", f"n_heads must be >= 1, got {n_heads}")
-        if d_model % n_heads:
-            raise OptionError("n_heads", f"d_model {d_model} is not divisible by n_heads {n_heads}")
-        if (d_model // n_heads) % 2:
-            raise OptionError("n_heads", f"head_dim d_model/n_heads = {d_model // n_heads} must be even for RoPE")
-        if n_kv_heads is not None and (n_kv_heads < 1 or n_heads % n_kv_heads):
-            raise OptionError("n_kv_heads", f"n_heads {n_heads} is not divisible by n_kv_heads {n_kv_heads}")
-        if rope_theta <= 0:
-            raise OptionError("rope_theta", f"rope_theta must be positive, got {rope_theta}")
-        check_backend("attention", backend, ATTENTION_BACKENDS)
-        if sinks and backend not in ("auto", *SINK_BACKENDS):
-            raise OptionError("sinks", f"the {backend!r} backend has no attention sinks; use auto, {', '.join(SINK_BACKENDS)}")
-
 
 # The registry-wide checks run swa with the output gate and sinks, attention without them.
 @register_mixer("swa", test_options={"n_heads": 4, "n_kv_heads": 2, "window": 5, "output_gate": True, "sinks": True})
@@ -210,26 +208,7 @@ class SlidingWindowAttention(CausalAttention):
     the window mid-stream, only what the old state kept is visible.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int = 8,
-        n_kv_heads: int | None = None,
-        window: int = 128,
-        rope_theta: float = 10000.0,
-        qk_norm: bool = False,
-        output_gate: bool = False,
-        sinks: bool = False,
-        backend: str = "auto",
-    ):
-        self.check_options(d_model, n_heads=n_heads, n_kv_heads=n_kv_heads, window=window, rope_theta=rope_theta,
-                           qk_norm=qk_norm, output_gate=output_gate, sinks=sinks, backend=backend)
-        super().__init__(d_model, n_heads, n_kv_heads, window, rope_theta, qk_norm, backend, output_gate, sinks)
-
-    @classmethod
-    def check_options(cls, d_model: int, *, window: int, **options) -> None:
-        check_window(window)
-        Attention.check_options(d_model, **options)
+    Options = SlidingWindowOptions
 
 
 def sliding_window_layers(model: nn.Module) -> list[SlidingWindowAttention]:
@@ -243,7 +222,7 @@ def set_window(model: nn.Module, window: int) -> int:
     The SWAX recipe samples a window per batch and evaluates at a test window other than the
     training one; both are this call, no rebuild.
     """
-    check_window(window)
+    window = check_value(SlidingWindowOptions, "window", window)
     layers = sliding_window_layers(model)
     for layer in layers:
         layer.window = window
@@ -263,8 +242,3 @@ def at_window(model: nn.Module, window: int | None) -> Iterator[None]:
     finally:
         for layer, old in zip(layers, saved):
             layer.window = old
-
-
-def check_window(window: int) -> None:
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise OptionError("window", f"window must be an integer >= 1, got {window!r}")

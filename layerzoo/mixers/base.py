@@ -1,6 +1,8 @@
 """The contract every token mixer follows.
 
-- `Cls(d_model, **options)`; `y = mixer(x)` maps (B, T, d_model) -> (B, T, d_model).
+- `Cls(d_model, **options)`; `y = mixer(x)` maps (B, T, d_model) -> (B, T, d_model). The options
+  are declared once, as the fields of the class's `Options` dataclass (a MixerOptions); the
+  constructor checks them and keeps them as `mixer.options`.
 - Streaming: `y, state = mixer(x, state=state, return_state=True)`; `state=None` is the empty
   state, the same as `mixer.init_state(batch_size)`. Any split of a sequence into pieces with the
   state threaded through equals one call; decoding is pieces of length 1.
@@ -15,14 +17,47 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import inspect
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from ..blocks.packing import Packing, check_packed, lengths_of
-from ..errors import OptionError, unknown_name_message
+from ..errors import OptionError
+from ..options import Section, declared
+from ..registry import read_options
 from .states import concat_streams, select_streams
+
+
+@dataclass(frozen=True)
+class MixerOptions(Section):
+    """Base of a mixer's options: a frozen dataclass whose fields, declared with `option(default,
+    min=..., choices=..., help=...)`, are the options with their types, defaults, bounds and
+    descriptions. Made, it has checked each value against its field; `check(d_model)` checks the
+    combinations.
+    """
+
+    def check(self, d_model: int) -> None:
+        """Raise OptionError(key, message) for options that cannot build a mixer of width d_model
+        (d_model not divisible by n_heads...). Cheap: allocates nothing. Specs call it to validate
+        a file without building the model; the constructor calls it once."""
+
+
+class OptionsSignature:
+    """`inspect.signature` of a mixer class (help(), notebooks, IDEs): d_model, then each declared
+    option as a keyword with its default. Instances have no such attribute: their signature is forward's."""
+
+    def __get__(self, instance: Any, owner: type[Mixer]) -> inspect.Signature:
+        if instance is not None:
+            raise AttributeError("__signature__")
+        parameters = [inspect.Parameter("d_model", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=int)]
+        for info in declared(owner.Options).values():
+            default = inspect.Parameter.empty if info.required else info.default
+            parameters.append(inspect.Parameter(info.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                                annotation=info.annotation))
+        return inspect.Signature(parameters)
 
 
 class Mixer(nn.Module):
@@ -30,23 +65,16 @@ class Mixer(nn.Module):
     base class's `forward` turns a padded batch into packed sequences for them."""
 
     registry_name: str = ""
+    Options: ClassVar[type[MixerOptions]] = MixerOptions
+    __signature__ = OptionsSignature()
 
-    def __init__(self, d_model: int):
+    def __init__(self, d_model: int, **options: Any):
         super().__init__()
-        if not isinstance(d_model, int) or d_model <= 0:
+        if not isinstance(d_model, int) or isinstance(d_model, bool) or d_model <= 0:
             raise OptionError("d_model", f"d_model must be a positive integer, got {d_model!r}")
         self.d_model = d_model
-
-    @classmethod
-    def check_options(cls, d_model: int, **options: Any) -> None:
-        """Raise OptionError if these options cannot build a mixer. Cheap: allocates nothing.
-
-        `options` are complete: every keyword of `__init__`, defaults filled in (a constructor
-        passes its own arguments; `get_mixer(name).check(d_model, **some)` fills in the rest), so
-        an override lists its options without defaults. Types are checked before, from the
-        annotations; this checks values and combinations. Specs call it to validate a file without
-        building the model, and each constructor calls it once.
-        """
+        self.options = read_options(type(self), options)
+        self.options.check(d_model)
 
     def forward(self, x: torch.Tensor, state: Any = None, return_state: bool = False, *,
                 cu_seqlens: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None):
@@ -100,9 +128,3 @@ class Mixer(nn.Module):
     def state_size(self, seq_len: int) -> int:
         """Number of state elements per sequence after `seq_len` tokens."""
         raise NotImplementedError
-
-
-def check_backend(kind: str, backend: str, backends: Iterable[str]) -> None:
-    """A mixer's `backend` option: "auto" or the name of one of its kernel's backends."""
-    if backend != "auto" and backend not in backends:
-        raise OptionError("backend", unknown_name_message(f"{kind} backend", backend, ["auto", *backends]))

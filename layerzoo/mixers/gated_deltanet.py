@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -22,8 +23,9 @@ from ..blocks.norms import RMSNorm
 from ..blocks.short_conv import ShortConvolution
 from ..errors import OptionError
 from ..kernels.gated_delta_rule import BACKENDS, gated_delta_rule
+from ..options import option
 from ..registry import register_mixer
-from .base import Mixer, check_backend
+from .base import Mixer, MixerOptions
 from .decay_gates import init_decay_rate, init_time_step_bias
 
 
@@ -52,25 +54,26 @@ def l2_normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return (x32 * torch.rsqrt(x32.pow(2).sum(-1, keepdim=True) + eps)).to(x.dtype)
 
 
-def check_delta_rule_options(d_model: int, n_heads: int, head_dim: int | None, expand_v: float, conv_size: int,
-                             norm_eps: float, chunk_size: int) -> None:
-    """OptionError for the options Gated DeltaNet and Kimi Delta Attention share, where impossible."""
-    if n_heads < 1:
-        raise OptionError("n_heads", f"n_heads must be >= 1, got {n_heads}")
-    if head_dim is None and d_model % n_heads:
-        raise OptionError("n_heads", f"d_model {d_model} is not divisible by n_heads {n_heads}; set head_dim")
-    if head_dim is not None and head_dim < 1:
-        raise OptionError("head_dim", f"head_dim must be >= 1 or None (d_model // n_heads), got {head_dim}")
-    key_dim = head_dim or d_model // n_heads
-    value_dim = key_dim * expand_v
-    if expand_v <= 0 or not math.isclose(value_dim, round(value_dim)):
-        raise OptionError("expand_v", f"head_dim {key_dim} * expand_v {expand_v} must be a positive integer")
-    if conv_size < 1:
-        raise OptionError("conv_size", f"conv_size must be >= 1, got {conv_size}")
-    if norm_eps <= 0:
-        raise OptionError("norm_eps", f"norm_eps must be positive, got {norm_eps}")
-    if chunk_size < 1:
-        raise OptionError("chunk_size", f"chunk_size must be >= 1, got {chunk_size}")
+@dataclass(frozen=True)
+class GatedDeltaNetOptions(MixerOptions):
+    """Gated DeltaNet's options; Kimi Delta Attention's are the same, with its own defaults."""
+
+    n_heads: int = option(4, min=1, help="heads")
+    head_dim: int | None = option(None, min=1, help="key width per head; null: d_model // n_heads")
+    expand_v: float = option(2.0, above=0.0, help="value width per head: expand_v * head_dim")
+    use_short_conv: bool = option(True, help="short causal convolutions with SiLU on q, k and v (else SiLU alone)")
+    conv_size: int = option(4, min=1, help="width of the short convolutions")
+    norm_eps: float = option(1e-5, above=0.0, help="epsilon of the output RMSNorm")
+    chunk_size: int = option(64, min=1, help="chunk length of the chunkwise kernel")
+    backend: str = option("auto", choices=("auto", *BACKENDS), help="the gated_delta_rule kernel backend")
+
+    def check(self, d_model: int) -> None:
+        if self.head_dim is None and d_model % self.n_heads:
+            raise OptionError("n_heads", f"d_model {d_model} is not divisible by n_heads {self.n_heads}; set head_dim")
+        key_dim = self.head_dim or d_model // self.n_heads
+        value_dim = key_dim * self.expand_v
+        if not math.isclose(value_dim, round(value_dim)) or round(value_dim) < 1:
+            raise OptionError("expand_v", f"head_dim {key_dim} * expand_v {self.expand_v} must be a positive integer")
 
 
 class DeltaRuleLayer(Mixer):
@@ -83,15 +86,15 @@ class DeltaRuleLayer(Mixer):
 
     packs_sequences = True
 
-    def build_inputs(self, n_heads: int, head_dim: int | None, expand_v: float, conv_size: int, chunk_size: int,
-                     backend: str) -> tuple[int, int]:
+    def build_inputs(self) -> tuple[int, int]:
         """Set the widths and options, and build q_proj, k_proj, v_proj (the layer's first modules):
         (the key width n_heads * head_dim, the value width n_heads * head_v_dim)."""
-        self.n_heads = n_heads
-        self.head_dim = head_dim or self.d_model // n_heads
-        self.head_v_dim = round(self.head_dim * expand_v)
-        self.conv_size, self.chunk_size, self.backend = conv_size, chunk_size, backend
-        key_width, value_width = n_heads * self.head_dim, n_heads * self.head_v_dim
+        config = self.options
+        self.n_heads = config.n_heads
+        self.head_dim = config.head_dim or self.d_model // config.n_heads
+        self.head_v_dim = round(self.head_dim * config.expand_v)
+        self.conv_size, self.chunk_size, self.backend = config.conv_size, config.chunk_size, config.backend
+        key_width, value_width = self.n_heads * self.head_dim, self.n_heads * self.head_v_dim
         self.q_proj = nn.Linear(self.d_model, key_width, bias=False)
         self.k_proj = nn.Linear(self.d_model, key_width, bias=False)
         self.v_proj = nn.Linear(self.d_model, value_width, bias=False)
@@ -139,30 +142,20 @@ class GatedDeltaNet(DeltaRuleLayer):
     `gated_delta_rule`; its "auto" runs single-token steps (decoding) as one recurrent step.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int = 4,
-        head_dim: int | None = None,
-        expand_v: float = 2.0,
-        use_short_conv: bool = True,
-        conv_size: int = 4,
-        norm_eps: float = 1e-5,
-        chunk_size: int = 64,
-        backend: str = "auto",
-    ):
-        super().__init__(d_model)
-        self.check_options(d_model, n_heads=n_heads, head_dim=head_dim, expand_v=expand_v, use_short_conv=use_short_conv,
-                           conv_size=conv_size, norm_eps=norm_eps, chunk_size=chunk_size, backend=backend)
-        key_width, value_width = self.build_inputs(n_heads, head_dim, expand_v, conv_size, chunk_size, backend)
+    Options = GatedDeltaNetOptions
+
+    def __init__(self, d_model: int, **options: Any):
+        super().__init__(d_model, **options)
+        key_width, value_width = self.build_inputs()
+        n_heads, config = self.n_heads, self.options
         self.a_proj = nn.Linear(d_model, n_heads, bias=False)
         self.b_proj = nn.Linear(d_model, n_heads, bias=False)
         self.g_proj = nn.Linear(d_model, value_width, bias=False)
         self.o_proj = nn.Linear(value_width, d_model, bias=False)
-        convs = [ShortConvolution(width, conv_size) if use_short_conv else None
+        convs = [ShortConvolution(width, config.conv_size) if config.use_short_conv else None
                  for width in (key_width, key_width, value_width)]
         self.q_conv1d, self.k_conv1d, self.v_conv1d = convs
-        self.o_norm = RMSNorm(self.head_v_dim, eps=norm_eps)
+        self.o_norm = RMSNorm(self.head_v_dim, eps=config.norm_eps)
         self.A_log = nn.Parameter(torch.empty(n_heads))
         self.dt_bias = nn.Parameter(torch.empty(n_heads))
         self.reset_parameters()
@@ -171,12 +164,6 @@ class GatedDeltaNet(DeltaRuleLayer):
         """Mamba-2's gate init (decay_gates.py): A ~ U(0, 16); dt log-uniform in [1e-3, 0.1]."""
         init_decay_rate(self.A_log, 0, 16)
         init_time_step_bias(self.dt_bias)
-
-    @classmethod
-    def check_options(cls, d_model: int, *, n_heads: int, head_dim: int | None, expand_v: float, use_short_conv: bool,
-                      conv_size: int, norm_eps: float, chunk_size: int, backend: str) -> None:
-        check_delta_rule_options(d_model, n_heads, head_dim, expand_v, conv_size, norm_eps, chunk_size)
-        check_backend("gated delta rule", backend, BACKENDS)
 
     def mix(self, x: torch.Tensor, state: GatedDeltaNetState | None, cu_seqlens: torch.Tensor | None):
         q, k, v, state = self.read_inputs(x, state, cu_seqlens)

@@ -15,6 +15,8 @@ checkpoints map over (conv weights squeezed to (channels, width)). The state is 
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -23,10 +25,16 @@ from torch import nn
 from ..blocks.norms import RMSNorm
 from ..blocks.short_conv import ShortConvolution
 from ..kernels.kda import BACKENDS, kda
+from ..options import option
 from ..registry import register_mixer
-from .base import check_backend
 from .decay_gates import init_decay_rate
-from .gated_deltanet import DeltaRuleLayer, GatedDeltaNetState, check_delta_rule_options
+from .gated_deltanet import DeltaRuleLayer, GatedDeltaNetOptions, GatedDeltaNetState
+
+
+@dataclass(frozen=True)
+class KimiDeltaAttentionOptions(GatedDeltaNetOptions):
+    expand_v: float = option(1.0, above=0.0, help="value width per head: expand_v * head_dim")
+    backend: str = option("auto", choices=("auto", *BACKENDS), help="the kda kernel backend")
 
 
 @register_mixer("kda", test_options={"n_heads": 2, "head_dim": 8, "chunk_size": 4})
@@ -40,24 +48,14 @@ class KimiDeltaAttention(DeltaRuleLayer):
     (decoding) as one recurrent step.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int = 4,
-        head_dim: int | None = None,
-        expand_v: float = 1.0,
-        use_short_conv: bool = True,
-        conv_size: int = 4,
-        norm_eps: float = 1e-5,
-        chunk_size: int = 64,
-        backend: str = "auto",
-    ):
-        super().__init__(d_model)
-        self.check_options(d_model, n_heads=n_heads, head_dim=head_dim, expand_v=expand_v, use_short_conv=use_short_conv,
-                           conv_size=conv_size, norm_eps=norm_eps, chunk_size=chunk_size, backend=backend)
-        key_width, value_width = self.build_inputs(n_heads, head_dim, expand_v, conv_size, chunk_size, backend)
-        self.q_conv1d, self.k_conv1d, self.v_conv1d = (ShortConvolution(width, conv_size) if use_short_conv else None
-                                                       for width in (key_width, key_width, value_width))
+    Options = KimiDeltaAttentionOptions
+
+    def __init__(self, d_model: int, **options: Any):
+        super().__init__(d_model, **options)
+        key_width, value_width = self.build_inputs()
+        n_heads, config = self.n_heads, self.options
+        self.q_conv1d, self.k_conv1d, self.v_conv1d = (ShortConvolution(width, config.conv_size) if config.use_short_conv
+                                                       else None for width in (key_width, key_width, value_width))
         self.f_proj = nn.Sequential(nn.Linear(d_model, self.head_v_dim, bias=False),
                                     nn.Linear(self.head_v_dim, key_width, bias=False))
         self.b_proj = nn.Linear(d_model, n_heads, bias=False)
@@ -65,7 +63,7 @@ class KimiDeltaAttention(DeltaRuleLayer):
         self.dt_bias = nn.Parameter(torch.empty(key_width))
         self.g_proj = nn.Sequential(nn.Linear(d_model, self.head_v_dim, bias=False),
                                     nn.Linear(self.head_v_dim, value_width, bias=True))
-        self.o_norm = RMSNorm(self.head_v_dim, eps=norm_eps)
+        self.o_norm = RMSNorm(self.head_v_dim, eps=config.norm_eps)
         self.o_proj = nn.Linear(value_width, d_model, bias=False)
         self.reset_parameters()
 
@@ -73,12 +71,6 @@ class KimiDeltaAttention(DeltaRuleLayer):
         """fla's KDA init: A ~ U(1, 16) per head (decay_gates.py), dt_bias = 0 per key channel."""
         init_decay_rate(self.A_log, 1, 16)
         nn.init.zeros_(self.dt_bias)
-
-    @classmethod
-    def check_options(cls, d_model: int, *, n_heads: int, head_dim: int | None, expand_v: float, use_short_conv: bool,
-                      conv_size: int, norm_eps: float, chunk_size: int, backend: str) -> None:
-        check_delta_rule_options(d_model, n_heads, head_dim, expand_v, conv_size, norm_eps, chunk_size)
-        check_backend("KDA", backend, BACKENDS)
 
     def mix(self, x: torch.Tensor, state: GatedDeltaNetState | None, cu_seqlens: torch.Tensor | None):
         q, k, v, state = self.read_inputs(x, state, cu_seqlens)

@@ -18,6 +18,7 @@ checkpoints map over (conv weights squeezed to (channels, width)).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -27,8 +28,9 @@ from ..blocks.norms import RMSNorm
 from ..blocks.short_conv import ShortConvolution
 from ..errors import OptionError
 from ..kernels.ssd import BACKENDS, ssd
+from ..options import option
 from ..registry import register_mixer
-from .base import Mixer, check_backend
+from .base import Mixer, MixerOptions
 from .decay_gates import init_decay_rate, init_time_step_bias
 
 
@@ -45,6 +47,31 @@ class Mamba2State:
     ssm: torch.Tensor
 
 
+@dataclass(frozen=True)
+class Mamba2Options(MixerOptions):
+    head_dim: int = option(64, min=1, help="channels per head; the heads are expand * d_model // head_dim")
+    d_state: int = option(128, min=1, help="width of B and C: the state is (d_state, head_dim) per head")
+    expand: int = option(2, min=1, help="inner width d_inner = expand * d_model")
+    n_groups: int = option(1, min=1, help="groups of heads sharing one B and C (and one norm group)")
+    conv_size: int = option(4, min=1, help="width of the short convolution over x, B and C")
+    dt_min: float = option(1e-3, above=0.0, help="lower end of the initial time step's log-uniform range")
+    dt_max: float = option(0.1, above=0.0, help="upper end of the initial time step's log-uniform range")
+    norm_eps: float = option(1e-5, above=0.0, help="epsilon of the gated RMSNorm")
+    chunk_size: int = option(64, min=1, help="chunk length of the chunkwise kernel")
+    backend: str = option("auto", choices=("auto", *BACKENDS), help="the ssd kernel backend")
+
+    def check(self, d_model: int) -> None:
+        if (self.expand * d_model) % self.head_dim:
+            raise OptionError("head_dim", f"d_inner = expand * d_model = {self.expand * d_model} is not divisible by "
+                                          f"head_dim {self.head_dim}")
+        n_heads = self.expand * d_model // self.head_dim
+        if n_heads % self.n_groups:
+            raise OptionError("n_groups", f"the {n_heads} heads (expand * d_model // head_dim) are not divisible "
+                                          f"by n_groups {self.n_groups}")
+        if self.dt_min > self.dt_max:
+            raise OptionError("dt_min", f"need 0 < dt_min <= dt_max, got dt_min {self.dt_min}, dt_max {self.dt_max}")
+
+
 @register_mixer("mamba2", test_options={"head_dim": 16, "d_state": 8, "chunk_size": 4})
 class Mamba2(Mixer):
     """Mamba-2: a selective state space per head with a scalar decay, constant state, chunkwise-parallel.
@@ -58,37 +85,23 @@ class Mamba2(Mixer):
     """
 
     packs_sequences = True
+    Options = Mamba2Options
 
-    def __init__(
-        self,
-        d_model: int,
-        head_dim: int = 64,
-        d_state: int = 128,
-        expand: int = 2,
-        n_groups: int = 1,
-        conv_size: int = 4,
-        dt_min: float = 1e-3,
-        dt_max: float = 0.1,
-        norm_eps: float = 1e-5,
-        chunk_size: int = 64,
-        backend: str = "auto",
-    ):
-        super().__init__(d_model)
-        self.check_options(d_model, head_dim=head_dim, d_state=d_state, expand=expand, n_groups=n_groups,
-                           conv_size=conv_size, dt_min=dt_min, dt_max=dt_max, norm_eps=norm_eps,
-                           chunk_size=chunk_size, backend=backend)
-        self.d_inner = expand * d_model
-        self.head_dim, self.d_state, self.n_groups = head_dim, d_state, n_groups
-        self.n_heads = self.d_inner // head_dim
-        self.conv_size, self.dt_min, self.dt_max = conv_size, dt_min, dt_max
-        self.chunk_size, self.backend = chunk_size, backend
-        self.conv_dim = self.d_inner + 2 * n_groups * d_state
+    def __init__(self, d_model: int, **options: Any):
+        super().__init__(d_model, **options)
+        config = self.options
+        self.d_inner = config.expand * d_model
+        self.head_dim, self.d_state, self.n_groups = config.head_dim, config.d_state, config.n_groups
+        self.n_heads = self.d_inner // config.head_dim
+        self.conv_size, self.dt_min, self.dt_max = config.conv_size, config.dt_min, config.dt_max
+        self.chunk_size, self.backend = config.chunk_size, config.backend
+        self.conv_dim = self.d_inner + 2 * self.n_groups * self.d_state
         self.in_proj = nn.Linear(d_model, self.d_inner + self.conv_dim + self.n_heads, bias=False)
-        self.conv1d = ShortConvolution(self.conv_dim, conv_size, bias=True)
+        self.conv1d = ShortConvolution(self.conv_dim, self.conv_size, bias=True)
         self.A_log = nn.Parameter(torch.empty(self.n_heads))
         self.dt_bias = nn.Parameter(torch.empty(self.n_heads))
         self.D = nn.Parameter(torch.empty(self.n_heads))
-        self.norm = RMSNorm(self.d_inner, eps=norm_eps, groups=n_groups)
+        self.norm = RMSNorm(self.d_inner, eps=config.norm_eps, groups=self.n_groups)
         self.out_proj = nn.Linear(self.d_inner, d_model, bias=False)
         self.reset_parameters()
 
@@ -97,26 +110,6 @@ class Mamba2(Mixer):
         init_decay_rate(self.A_log, 1, 16)
         init_time_step_bias(self.dt_bias, self.dt_min, self.dt_max)
         nn.init.ones_(self.D)
-
-    @classmethod
-    def check_options(cls, d_model: int, *, head_dim: int, d_state: int, expand: int, n_groups: int, conv_size: int,
-                      dt_min: float, dt_max: float, norm_eps: float, chunk_size: int, backend: str) -> None:
-        for name, value in (("head_dim", head_dim), ("d_state", d_state), ("expand", expand), ("n_groups", n_groups),
-                            ("conv_size", conv_size), ("chunk_size", chunk_size)):
-            if value < 1:
-                raise OptionError(name, f"{name} must be >= 1, got {value}")
-        if (expand * d_model) % head_dim:
-            raise OptionError("head_dim", f"d_inner = expand * d_model = {expand * d_model} is not divisible by "
-                                          f"head_dim {head_dim}")
-        n_heads = expand * d_model // head_dim
-        if n_heads % n_groups:
-            raise OptionError("n_groups", f"the {n_heads} heads (expand * d_model // head_dim) are not divisible "
-                                          f"by n_groups {n_groups}")
-        if not 0 < dt_min <= dt_max:
-            raise OptionError("dt_min", f"need 0 < dt_min <= dt_max, got dt_min {dt_min}, dt_max {dt_max}")
-        if norm_eps <= 0:
-            raise OptionError("norm_eps", f"norm_eps must be positive, got {norm_eps}")
-        check_backend("SSD", backend, BACKENDS)
 
     def mix(self, x: torch.Tensor, state: Mamba2State | None, cu_seqlens: torch.Tensor | None):
         streams = x.shape[0] if cu_seqlens is None else len(cu_seqlens) - 1

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -11,8 +13,28 @@ from torch import nn
 from ..errors import OptionError
 from ..kernels.common.dtypes import compute_dtype
 from ..kernels.mlstm import BACKENDS, MLSTMState, mlstm
+from ..options import option
 from ..registry import register_mixer
-from .base import Mixer, check_backend
+from .base import Mixer, MixerOptions
+
+
+@dataclass(frozen=True)
+class MLSTMOptions(MixerOptions):
+    n_heads: int = option(4, min=1, help="heads; the q/k and v widths must divide by it")
+    qk_dim_factor: float = option(0.5, above=0.0, help="q and k width: qk_dim_factor * d_model, split over the heads")
+    v_dim_factor: float = option(1.0, above=0.0, help="v and output-gate width: v_dim_factor * d_model, split over the heads")
+    gate_soft_cap: float | None = option(15.0, above=0.0, help="soft cap of the input and forget gate pre-activations; null: uncapped")
+    chunk_size: int = option(64, min=1, help="chunk length of the chunkwise kernel")
+    backend: str = option("auto", choices=("auto", *BACKENDS), help="the mlstm kernel backend")
+    norm_eps: float = option(1e-6, above=0.0, help="epsilon of the per-head output LayerNorm")
+
+    def check(self, d_model: int) -> None:
+        for key, factor in (("qk_dim_factor", self.qk_dim_factor), ("v_dim_factor", self.v_dim_factor)):
+            width = factor * d_model
+            if width < 1 or not math.isclose(width, round(width), rel_tol=1e-9):
+                raise OptionError(key, f"{key} * d_model = {factor} * {d_model} = {width:g} must be a positive integer")
+            if round(width) % self.n_heads:
+                raise OptionError("n_heads", f"{key} * d_model = {round(width)} is not divisible by n_heads {self.n_heads}")
 
 
 @register_mixer("mlstm", test_options={"n_heads": 2, "chunk_size": 4})
@@ -33,31 +55,19 @@ class MLSTM(Mixer):
     """
 
     packs_sequences = True
+    Options = MLSTMOptions
 
-    def __init__(
-        self,
-        d_model: int,
-        n_heads: int = 4,
-        qk_dim_factor: float = 0.5,
-        v_dim_factor: float = 1.0,
-        gate_soft_cap: float | None = 15.0,
-        chunk_size: int = 64,
-        backend: str = "auto",
-        norm_eps: float = 1e-6,
-    ):
-        super().__init__(d_model)
-        self.check_options(
-            d_model, n_heads=n_heads, qk_dim_factor=qk_dim_factor, v_dim_factor=v_dim_factor,
-            gate_soft_cap=gate_soft_cap, chunk_size=chunk_size, backend=backend, norm_eps=norm_eps,
-        )
-        qk_width, v_width = round(qk_dim_factor * d_model), round(v_dim_factor * d_model)
-        self.n_heads = n_heads
+    def __init__(self, d_model: int, **options: Any):
+        super().__init__(d_model, **options)
+        config = self.options
+        qk_width, v_width = round(config.qk_dim_factor * d_model), round(config.v_dim_factor * d_model)
+        self.n_heads = n_heads = config.n_heads
         self.key_dim = qk_width // n_heads
         self.value_dim = v_width // n_heads
-        self.gate_soft_cap = gate_soft_cap
-        self.chunk_size = chunk_size
-        self.backend = backend
-        self.norm_eps = norm_eps
+        self.gate_soft_cap = config.gate_soft_cap
+        self.chunk_size = config.chunk_size
+        self.backend = config.backend
+        self.norm_eps = config.norm_eps
         self.widths = [qk_width, qk_width, v_width, v_width]  # q, k, v, output gate
         self.in_proj = nn.Linear(d_model, sum(self.widths), bias=False)
         self.gate_proj = nn.Linear(d_model, 2 * n_heads)  # input, forget gate pre-activations
@@ -72,25 +82,6 @@ class MLSTM(Mixer):
             self.gate_proj.weight.zero_()
             self.gate_proj.bias[:self.n_heads] = -10.0
             self.gate_proj.bias[self.n_heads:] = torch.linspace(3.0, 6.0, self.n_heads)
-
-    @classmethod
-    def check_options(cls, d_model: int, *, n_heads: int, qk_dim_factor: float, v_dim_factor: float,
-                      gate_soft_cap: float | None, chunk_size: int, backend: str, norm_eps: float) -> None:
-        if n_heads < 1:
-            raise OptionError("n_heads", f"n_heads must be >= 1, got {n_heads}")
-        for key, factor in (("qk_dim_factor", qk_dim_factor), ("v_dim_factor", v_dim_factor)):
-            width = factor * d_model
-            if width < 1 or not math.isclose(width, round(width), rel_tol=1e-9):
-                raise OptionError(key, f"{key} * d_model = {factor} * {d_model} = {width:g} must be a positive integer")
-            if round(width) % n_heads:
-                raise OptionError("n_heads", f"{key} * d_model = {round(width)} is not divisible by n_heads {n_heads}")
-        if gate_soft_cap is not None and gate_soft_cap <= 0:
-            raise OptionError("gate_soft_cap", f"gate_soft_cap must be positive or None (uncapped), got {gate_soft_cap}")
-        if chunk_size < 1:
-            raise OptionError("chunk_size", f"chunk_size must be >= 1, got {chunk_size}")
-        check_backend("mLSTM", backend, BACKENDS)
-        if norm_eps <= 0:
-            raise OptionError("norm_eps", f"norm_eps must be positive, got {norm_eps}")
 
     def mix(self, x: torch.Tensor, state: MLSTMState | None, cu_seqlens: torch.Tensor | None):
         q, k, v, output_gate = self.in_proj(x).split(self.widths, dim=-1)

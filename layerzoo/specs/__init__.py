@@ -5,9 +5,10 @@ layers above specs register the sections they own (sections.py).
 """
 
 from ..errors import SpecError
+from ..options import Section, option
 from .armt import ARMTConfig
 from .config import LayerConfig, MixerConfig, ModelConfig
-from .fields import Section, option, read_section
+from .fields import read_section
 from .files import shipped_specs
 from .sections import register_section
 from .spec import Spec, load_spec

@@ -3,11 +3,22 @@ which is the spec's own `model:` or a Hugging Face checkpoint (`base:`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import OptionError
-from .fields import Section, option
+from ..mixers.assoc_memory import AssociativeMemoryOptions
+from ..options import Section, option
+
+# The options of ARMT's memories, declared by the memory itself.
+MEMORY_OPTIONS = ("d_mem", "n_heads", "normalize")
+
+
+def memory_option(name: str) -> Any:
+    """The field `name` of ARMTConfig as AssociativeMemoryOptions declares it (default, bounds, help)."""
+    declared = next(item for item in dataclasses.fields(AssociativeMemoryOptions) if item.name == name)
+    return dataclasses.field(default=declared.default, metadata=declared.metadata)
 
 
 @dataclass(frozen=True)
@@ -24,22 +35,25 @@ class ARMTConfig(Section):
 
     segment_size: int = option(min=1, max=2**24)
     num_mem_tokens: int = option(min=1, max=2**16)
-    d_mem: int = option(64, min=1, max=2**16)
+    d_mem: int = memory_option("d_mem")
     memory_layers: tuple[int, ...] | None = None
     memory_pattern: tuple[bool, ...] | None = None
-    n_heads: int = option(1, min=1, max=2**12)
-    normalize: bool = True
+    n_heads: int = memory_option("n_heads")
+    normalize: bool = memory_option("normalize")
     truncate_segments: int | None = option(None, min=1)
     checkpoint_segments: bool = False
 
     def validate(self) -> None:
-        if self.d_mem % self.n_heads:
-            raise OptionError("n_heads", f"d_mem {self.d_mem} is not divisible by n_heads {self.n_heads}")
+        AssociativeMemoryOptions(**self.memory_options())  # the memory's own checks (d_mem divisible by n_heads)
         if (self.memory_layers is None) == (self.memory_pattern is None):
             raise OptionError("memory_layers", "give exactly one of memory_layers (layer indices) or memory_pattern "
                                                "(booleans cycled over the layers)")
         if self.memory_pattern == ():
             raise OptionError("memory_pattern", "memory_pattern must list at least one entry")
+
+    def memory_options(self) -> dict[str, Any]:
+        """The options of each memory layer (an AssociativeMemory), its segments ARMT's."""
+        return {"segment_size": self.segment_size, **{name: getattr(self, name) for name in MEMORY_OPTIONS}}
 
     def layer_indices(self, n_layers: int) -> tuple[int, ...]:
         """The memory layers of an n_layers stack, ascending and non-negative."""

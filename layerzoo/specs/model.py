@@ -1,7 +1,7 @@
 """The `model:` section: its schema, and its resolution into a ModelConfig.
 
-Resolution checks each named mixer config against the mixer registry (known options, their
-annotated types, the mixer's own `check_options`), expands `pattern` or `layers` into one layer
+Resolution checks each named mixer config against the mixer registry (the options its Options
+dataclass declares, with their types and bounds, then the combinations its `check` refuses), expands `pattern` or `layers` into one layer
 per index, and applies per-layer `overrides`.
 """
 
@@ -12,9 +12,10 @@ from typing import Any
 
 from ..blocks.swiglu import ffn_hidden_size
 from ..errors import OptionError, did_you_mean, unknown_name_message
-from ..registry import get_mixer, list_mixers
+from ..options import Section, convert, option
+from ..registry import get_mixer, list_mixers, read_options
 from .config import LayerConfig, MixerConfig, ModelConfig
-from .fields import Section, convert, located, option, read_section
+from .fields import located, read_section
 from .yaml_source import KeyPath, Locations, fail
 
 
@@ -119,32 +120,22 @@ def resolve_mixers(section: dict, locations: Locations) -> dict[str, MixerConfig
 
 
 def complete_options(kind: str, options: dict, locations: Locations, path: KeyPath) -> dict:
-    """Known keys of the right types (the constructor's annotations); the complete options, every
-    keyword of the constructor in its order, defaults filled in."""
-    known = get_mixer(kind).options
-    complete = {}
-    for key, value in options.items():
-        if key not in known:
-            raise fail(locations, path + (key,),
-                       f"unknown option of mixer {kind!r}{did_you_mean(key, known)} (options: {', '.join(known)})")
-        try:
-            complete[key] = convert(value, known[key].annotation, key)
-        except OptionError as error:
-            raise located(error, locations, path) from None
-    for key, info in known.items():
-        if key not in complete:
-            if info.required:
-                raise fail(locations, path, f"mixer {kind!r} needs option {key!r}")
-            complete[key] = info.default
-    return {key: complete[key] for key in known}
+    """The complete options of a `kind` mixer, each declared option in its order, defaults filled
+    in, every value checked against its declaration (type, bounds, choices)."""
+    entry = get_mixer(kind)
+    try:
+        made = read_options(entry.cls, options)
+    except OptionError as error:
+        raise located(error, locations, path) from None
+    return {key: getattr(made, key) for key in entry.options}
 
 
 def check_mixer_fits(mixer: MixerConfig, d_model: int, locations: Locations, path: KeyPath) -> None:
-    """The mixer's own checks of values and combinations (d_model divisible by heads...), for the
-    configs in use: declared but unused configs skip them, so a spec can extend a base and change
-    d_model without restating mixers it does not use."""
+    """The mixer's own checks of combinations (d_model divisible by heads...), for the configs in
+    use: declared but unused configs skip them, so a spec can extend a base and change d_model
+    without restating mixers it does not use."""
     try:
-        get_mixer(mixer.type).cls.check_options(d_model, **mixer.options)
+        get_mixer(mixer.type).check(d_model, **mixer.options)
     except OptionError as error:
         key = path + (error.key,)
         raise fail(locations, key if key in locations else path, error.message) from None

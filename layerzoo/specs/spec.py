@@ -10,9 +10,10 @@ from typing import Any, Iterable
 import yaml
 
 from ..errors import OptionError, did_you_mean
+from ..options import Section
 from .armt import ARMTConfig, BaseSection
 from .config import MixerConfig, ModelConfig
-from .fields import Section, located, read_section
+from .fields import located, read_section
 from .files import apply_set, deep_merge, load_raw, locate
 from .model import check_mixer_fits, complete_options, read_model
 from .sections import section_readers

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import OptionError, unknown_name_message
-from ..specs.fields import make_section
+from ..options import make_section
 from .base import IGNORE, Batch, Task, example_seed
 from .byte_lm import ByteLM
 from .mqar import MQAR

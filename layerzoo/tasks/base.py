@@ -9,7 +9,7 @@ from typing import ClassVar
 import torch
 
 from ..errors import OptionError
-from ..specs import Section
+from ..options import Section
 
 IGNORE = -100  # the target of a position that is not scored (torch cross_entropy's ignore_index)
 

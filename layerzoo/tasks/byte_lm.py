@@ -9,7 +9,7 @@ from typing import Literal
 
 import torch
 
-from ..specs import option
+from ..options import option
 from .base import Task, randint, require
 
 

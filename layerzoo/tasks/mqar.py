@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..specs import option
+from ..options import option
 from .base import IGNORE, Task, require, sample_distinct
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..specs import option
+from ..options import option
 from .base import IGNORE, Task, randint, require, sample_distinct
 
 NEEDLE, IS, QUERY = 1, 2, 3

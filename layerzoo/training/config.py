@@ -20,8 +20,9 @@ from typing import Any, Literal
 
 from ..errors import OptionError, unknown_name_message
 from ..mixers import SlidingWindowAttention
+from ..options import Section, option
 from ..registry import get_mixer
-from ..specs import ModelConfig, Section, option, read_section, register_section
+from ..specs import ModelConfig, read_section, register_section
 from ..specs.fields import located
 from ..specs.yaml_source import KeyPath, Locations, fail
 from ..tasks import TASKS

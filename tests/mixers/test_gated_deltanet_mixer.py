@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from layerzoo import get_mixer
 from layerzoo.training.config import TrainingConfig
-from layerzoo.training.trainer import make_optimizer
+from layerzoo.training.loop.trainer import make_optimizer
 from layerzoo.errors import OptionError
 from layerzoo.mixers import GatedDeltaNet
 from layerzoo.testing import assert_close, check_mixer, mixer_inputs
@@ -69,15 +69,15 @@ def test_default_widths():
 @pytest.mark.parametrize(
     "options,key,match",
     [
-        ({"n_heads": 0}, "n_heads", r"n_heads must be >= 1"),
+        ({"n_heads": 0}, "n_heads", r"^n_heads: must be >= 1, got 0$"),
         ({"n_heads": 3}, "n_heads", r"d_model 32 is not divisible by n_heads 3; set head_dim"),
-        ({"head_dim": 0}, "head_dim", r"head_dim must be >= 1"),
+        ({"head_dim": 0}, "head_dim", r"^head_dim: must be >= 1, got 0$"),
         ({"head_dim": 8, "expand_v": 0.3}, "expand_v", r"head_dim 8 \* expand_v 0.3 must be a positive integer"),
-        ({"expand_v": -1.0}, "expand_v", r"must be a positive integer"),
-        ({"conv_size": 0}, "conv_size", r"conv_size must be >= 1"),
-        ({"norm_eps": 0.0}, "norm_eps", r"norm_eps must be positive"),
-        ({"chunk_size": 0}, "chunk_size", r"chunk_size must be >= 1"),
-        ({"backend": "chunkwize"}, "backend", r"unknown gated delta rule backend 'chunkwize'; did you mean 'chunkwise'\?"),
+        ({"expand_v": -1.0}, "expand_v", r"^expand_v: must be > 0.0, got -1.0$"),
+        ({"conv_size": 0}, "conv_size", r"^conv_size: must be >= 1, got 0$"),
+        ({"norm_eps": 0.0}, "norm_eps", r"^norm_eps: must be > 0.0, got 0.0$"),
+        ({"chunk_size": 0}, "chunk_size", r"^chunk_size: must be >= 1, got 0$"),
+        ({"backend": "chunkwize"}, "backend", r"^backend: unknown value 'chunkwize'; did you mean 'chunkwise'\?"),
     ],
 )
 def test_impossible_options_raise_option_error(options, key, match):

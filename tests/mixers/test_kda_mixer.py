@@ -16,7 +16,7 @@ from layerzoo.errors import OptionError
 from layerzoo.mixers import KimiDeltaAttention
 from layerzoo.testing import assert_close, check_mixer, mixer_inputs
 from layerzoo.training.config import TrainingConfig
-from layerzoo.training.trainer import make_optimizer
+from layerzoo.training.loop.trainer import make_optimizer
 
 from streams import check_prefill_then_decode, delta_rule_layers
 
@@ -56,12 +56,12 @@ def test_gate_initialisation_and_widths_follow_fla():
 @pytest.mark.parametrize(
     "options,key,match",
     [
-        ({"n_heads": 0}, "n_heads", r"n_heads must be >= 1"),
+        ({"n_heads": 0}, "n_heads", r"^n_heads: must be >= 1, got 0$"),
         ({"n_heads": 3}, "n_heads", r"d_model 32 is not divisible by n_heads 3; set head_dim"),
         ({"head_dim": 8, "expand_v": 0.3}, "expand_v", r"head_dim 8 \* expand_v 0.3 must be a positive integer"),
-        ({"conv_size": 0}, "conv_size", r"conv_size must be >= 1"),
-        ({"chunk_size": 0}, "chunk_size", r"chunk_size must be >= 1"),
-        ({"backend": "chunkwize"}, "backend", r"unknown KDA backend 'chunkwize'; did you mean 'chunkwise'\?"),
+        ({"conv_size": 0}, "conv_size", r"^conv_size: must be >= 1, got 0$"),
+        ({"chunk_size": 0}, "chunk_size", r"^chunk_size: must be >= 1, got 0$"),
+        ({"backend": "chunkwize"}, "backend", r"^backend: unknown value 'chunkwize'; did you mean 'chunkwise'\?"),
     ],
 )
 def test_impossible_options_raise_option_error(options, key, match):

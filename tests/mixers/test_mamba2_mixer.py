@@ -19,7 +19,7 @@ from layerzoo.errors import OptionError
 from layerzoo.mixers import Mamba2
 from layerzoo.testing import assert_close, check_mixer, mixer_inputs
 from layerzoo.training.config import TrainingConfig
-from layerzoo.training.trainer import make_optimizer
+from layerzoo.training.loop.trainer import make_optimizer
 
 from streams import check_prefill_then_decode
 
@@ -108,15 +108,15 @@ def test_default_widths_are_mamba2s():
 @pytest.mark.parametrize(
     "options,key,match",
     [
-        ({"head_dim": 0}, "head_dim", r"head_dim must be >= 1, got 0"),
+        ({"head_dim": 0}, "head_dim", r"^head_dim: must be >= 1, got 0$"),
         ({"head_dim": 5}, "head_dim", r"d_inner = expand \* d_model = 64 is not divisible by head_dim 5"),
         ({"n_groups": 3}, "n_groups", r"the 4 heads .* are not divisible by n_groups 3"),
-        ({"d_state": 0}, "d_state", r"d_state must be >= 1"),
-        ({"conv_size": 0}, "conv_size", r"conv_size must be >= 1"),
+        ({"d_state": 0}, "d_state", r"^d_state: must be >= 1, got 0$"),
+        ({"conv_size": 0}, "conv_size", r"^conv_size: must be >= 1, got 0$"),
         ({"dt_min": 0.2}, "dt_min", r"need 0 < dt_min <= dt_max"),
-        ({"norm_eps": 0.0}, "norm_eps", r"norm_eps must be positive"),
-        ({"chunk_size": 0}, "chunk_size", r"chunk_size must be >= 1"),
-        ({"backend": "chunkwize"}, "backend", r"unknown SSD backend 'chunkwize'; did you mean 'chunkwise'\?"),
+        ({"norm_eps": 0.0}, "norm_eps", r"^norm_eps: must be > 0.0, got 0.0$"),
+        ({"chunk_size": 0}, "chunk_size", r"^chunk_size: must be >= 1, got 0$"),
+        ({"backend": "chunkwize"}, "backend", r"^backend: unknown value 'chunkwize'; did you mean 'chunkwise'\?"),
     ],
 )
 def test_impossible_options_raise_option_error(options, key, match):

@@ -14,8 +14,8 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
+from ...options import make_section
 from ...specs import ARMTConfig
-from ...specs.fields import make_section
 from .model import ARMT
 from .wrap import wrap
 

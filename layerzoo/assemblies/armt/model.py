@@ -88,7 +88,7 @@ class ARMT(nn.Module):
         self.memory_tokens = nn.Parameter(torch.empty(config.num_mem_tokens, d_model, device=reference.device,
                                                       dtype=reference.dtype))
         self.memories = nn.ModuleDict({
-            str(index): AssociativeMemory(d_model, config.segment_size, config.d_mem, config.n_heads, config.normalize)
+            str(index): AssociativeMemory(d_model, **config.memory_options())
             for index in self.memory_layers
         })
         # Not self.to(): that would also cast the base model's fp32 buffers (RoPE frequencies).

@@ -8,8 +8,8 @@ from typing import Any
 
 from torch import nn
 
+from ...options import make_section
 from ...specs import ARMTConfig
-from ...specs.fields import make_section
 from .model import ARMT
 
 

@@ -11,7 +11,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from ...specs import option
+from ...options import option
 from ..base import Batch, Task, randint, require
 from .cache import built, cache_root, content_key, file_hash
 from .corpus import documents, resolve_files
