@@ -5,7 +5,7 @@ import torch
 
 from layerzoo.hf import LayerzooForCausalLM
 
-from hf_inputs import TINY
+from tests.helpers.hf_inputs import TINY
 
 
 @pytest.fixture(scope="module", params=TINY)

@@ -6,7 +6,7 @@ import torch
 from layerzoo.hf import LayerzooCache
 from layerzoo.mixers.states import select_streams
 
-from hf_inputs import prompts
+from tests.helpers.hf_inputs import prompts
 
 
 def test_reordered_rows_continue_as_the_rows_they_came_from(hf_model):

@@ -10,7 +10,7 @@ from layerzoo.testing import padded_batch
 from layerzoo.training.evaluation.evaluate import score
 from layerzoo.tasks import Batch
 
-from hf_inputs import prompts
+from tests.helpers.hf_inputs import prompts
 
 GREEDY = {"do_sample": False, "pad_token_id": 0}
 

@@ -12,7 +12,7 @@ from safetensors.torch import save_file
 
 from layerzoo.hf import HFError, LayerzooConfig, LayerzooForCausalLM
 
-from hf_inputs import TINY, prompts
+from tests.helpers.hf_inputs import TINY, prompts
 
 # Run in a new interpreter: only `import layerzoo.hf` may register the model type.
 LOAD_AND_COMPARE = textwrap.dedent("""

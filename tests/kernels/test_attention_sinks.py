@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from layerzoo.kernels import sliding_window_attention
 from layerzoo.kernels.sliding_window.reference import sliding_window_mask
 from layerzoo.testing.tolerances import assert_close
-from test_sliding_window import attention_case, packed_attention_case
+from tests.helpers.attention_cases import attention_case, packed_attention_case
 
 BACKENDS = ["chunkwise", "sdpa", "auto"]
 

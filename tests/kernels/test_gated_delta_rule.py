@@ -30,8 +30,9 @@ from layerzoo.kernels.gated_delta_rule import native
 from layerzoo.kernels.gated_delta_rule.fla import gated_delta_rule_fla
 from layerzoo.testing import assert_close
 
-from families import compiled_gated_delta_rule, gated_delta_rule_cpu_kernels
-from recurrence_inputs import (
+from tests.helpers.families import compiled_gated_delta_rule, gated_delta_rule_cpu_kernels
+from tests.helpers.layouts import LAYOUTS, relayout
+from tests.helpers.recurrence_inputs import (
     BETA_REGIMES, G_REGIMES, check_cuda_backend, fla_naive, make_beta, make_gates, run_with_grads, seeded_like,
 )
 
@@ -147,21 +148,6 @@ def test_chunkwise_over_several_groups_of_chunks(grad, monkeypatch):
     assert out.requires_grad == grad
     assert_close(out, expected_out, what="output")
     assert_close(state, expected_state, what="final state", scale=10)
-
-
-def relayout(t: torch.Tensor, layout: str) -> torch.Tensor:
-    """The same values as t (B, T, H[, D]) in another memory layout, as a view."""
-    if layout == "token_major":  # contiguous
-        return t
-    if layout == "channel_major":  # (B, H * D, T) transposed: a convolution's output
-        flat = t.flatten(2) if t.dim() == 4 else t
-        return flat.transpose(1, 2).contiguous().transpose(1, 2).view(t.shape)
-    wider = t.new_zeros(*t.shape[:-1], 2 * t.shape[-1])  # every other element of a larger tensor
-    wider[..., ::2] = t
-    return wider[..., ::2]
-
-
-LAYOUTS = ("token_major", "channel_major", "strided")
 
 
 @given(case=delta_rule_case(dtypes=(torch.float64, torch.float32, torch.bfloat16), max_length=150),

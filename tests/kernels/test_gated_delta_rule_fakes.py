@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from families import compiled_gated_delta_rule
-from test_gated_delta_rule import relayout
+from tests.helpers.families import compiled_gated_delta_rule
+from tests.helpers.layouts import relayout
 
 # The raw forward updates its state in place and returns a list: compile cannot functionalise it
 # (it traces the functional form instead), so its checks stop at the schema and the fake.

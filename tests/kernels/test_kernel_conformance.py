@@ -21,7 +21,7 @@ from layerzoo.testing import (
     packed_cases,
 )
 
-from families import AUTO, BACKENDS, TRITON_BACKENDS
+from tests.helpers.families import AUTO, BACKENDS, TRITON_BACKENDS
 
 
 @pytest.mark.parametrize("backend", BACKENDS + AUTO, ids=str)

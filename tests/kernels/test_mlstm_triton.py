@@ -23,8 +23,8 @@ from layerzoo.kernels.mlstm import BACKENDS, mlstm_triton
 from layerzoo.kernels.common.triton_support import triton_can_run
 from layerzoo.testing import assert_close
 
-from families import in_frame
-from test_mlstm import check_against_truth, mlstm_case
+from tests.helpers.families import in_frame
+from tests.helpers.mlstm_cases import check_against_truth, mlstm_case
 
 # Where the kernels run: CPU under the interpreter, else CUDA.
 DEVICE = "cpu" if triton_can_run(torch.zeros(1)) else "cuda"

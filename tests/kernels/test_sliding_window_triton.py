@@ -17,7 +17,7 @@ from layerzoo.kernels.sliding_window import native_enabled, sliding_window_atten
 from layerzoo.kernels.common.triton_support import triton_can_run
 from layerzoo.testing.tolerances import assert_close
 
-from swa_block_ranges import first_visited_key, key_block_range, query_block_range
+from tests.helpers.swa_block_ranges import first_visited_key, key_block_range, query_block_range
 
 pytestmark = pytest.mark.skipif(
     not triton_can_run(torch.empty(0)) and not torch.cuda.is_available(),

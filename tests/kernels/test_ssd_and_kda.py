@@ -27,8 +27,8 @@ from layerzoo.kernels.ssd import native as ssd_native
 from layerzoo.kernels.ssd.fla import ssd_fla
 from layerzoo.testing import assert_close
 
-from families import cpu_kernels
-from recurrence_inputs import (
+from tests.helpers.families import cpu_kernels
+from tests.helpers.recurrence_inputs import (
     BETA_REGIMES, G_REGIMES, check_cuda_backend, fla_naive, make_beta, make_gates, run_with_grads, seeded_like,
 )
 

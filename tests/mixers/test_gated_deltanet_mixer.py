@@ -21,7 +21,7 @@ from layerzoo.errors import OptionError
 from layerzoo.mixers import GatedDeltaNet
 from layerzoo.testing import assert_close, check_mixer, mixer_inputs
 
-from streams import check_prefill_then_decode, delta_rule_layers
+from tests.helpers.streams import check_prefill_then_decode, delta_rule_layers
 
 
 @given(mixer=delta_rule_layers(GatedDeltaNet), x=mixer_inputs(16, max_length=40), data=st.data())

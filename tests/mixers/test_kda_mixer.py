@@ -18,7 +18,7 @@ from layerzoo.testing import assert_close, check_mixer, mixer_inputs
 from layerzoo.training.config import TrainingConfig
 from layerzoo.training.loop.trainer import make_optimizer
 
-from streams import check_prefill_then_decode, delta_rule_layers
+from tests.helpers.streams import check_prefill_then_decode, delta_rule_layers
 
 
 @given(mixer=delta_rule_layers(KimiDeltaAttention), x=mixer_inputs(16, max_length=40), data=st.data())

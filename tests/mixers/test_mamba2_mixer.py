@@ -21,7 +21,7 @@ from layerzoo.testing import assert_close, check_mixer, mixer_inputs
 from layerzoo.training.config import TrainingConfig
 from layerzoo.training.loop.trainer import make_optimizer
 
-from streams import check_prefill_then_decode
+from tests.helpers.streams import check_prefill_then_decode
 
 
 @st.composite

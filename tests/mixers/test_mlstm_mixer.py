@@ -17,7 +17,7 @@ from layerzoo.errors import OptionError
 from layerzoo.mixers import MLSTM
 from layerzoo.testing import assert_close, check_mixer, mixer_inputs
 
-from streams import check_prefill_then_decode
+from tests.helpers.streams import check_prefill_then_decode
 
 D_MODEL = 16
 

@@ -12,7 +12,7 @@ from layerzoo.errors import OptionError
 from layerzoo.tasks import make_task
 from layerzoo.tasks.text import load_tokenizer, train_bpe
 from layerzoo.tasks.text import shards as shards_module
-from text_corpus import cache, write_corpus  # noqa: F401 (cache is a fixture)
+from tests.helpers.text_corpus import cache, write_corpus  # noqa: F401 (cache is a fixture)
 
 EOS = 256
 

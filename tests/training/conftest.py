@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from tiny import TINY
+from tests.helpers.tiny import TINY
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from layerzoo.training.runs.checkpoint import (
 )
 from layerzoo.training.runs.run_checkpoints import latest_checkpoint
 from layerzoo.training.loop.trainer import make_optimizer, train
-from run_checks import assert_same_final_state
+from tests.helpers.run_checks import assert_same_final_state
 
 
 def trained(spec_path, tmp_path):

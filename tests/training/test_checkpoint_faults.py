@@ -12,7 +12,7 @@ import layerzoo
 from layerzoo.cli import main
 from layerzoo.training.runs.checkpoint import CheckpointError, load_training_state, load_weights
 from layerzoo.training.loop.trainer import make_optimizer, train
-from run_checks import assert_same_final_state, checkpoint_steps
+from tests.helpers.run_checks import assert_same_final_state, checkpoint_steps
 
 TWO_CHECKPOINTS = ["training.steps=4", "training.checkpoint_every=2"]
 

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 
 from layerzoo.errors import LayerzooError
 from layerzoo.training import train
-from run_checks import metric_records
+from tests.helpers.run_checks import metric_records
 
 STEPS = ["training.steps=3", "training.window.schedule=fixed", "training.eval.lengths=[32]"]
 

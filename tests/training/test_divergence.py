@@ -5,7 +5,7 @@ import torch
 from safetensors.torch import load_file
 
 from layerzoo.training.loop.trainer import TrainingError, train
-from run_checks import checkpoint_steps, metric_records
+from tests.helpers.run_checks import checkpoint_steps, metric_records
 
 
 def test_a_diverging_run_stops_before_a_non_finite_checkpoint(tiny_spec, tmp_path):

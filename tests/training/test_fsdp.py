@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from layerzoo.training import train
-from run_checks import assert_same_final_state, metric_records
-from tiny import TINY
+from tests.helpers.run_checks import assert_same_final_state, metric_records
+from tests.helpers.tiny import TINY
 
 # The shared tiny spec in 4 steps, and ARMT around the same stack.
 SPEC = TINY.replace("steps: 6", "steps: 4")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from run_checks import assert_same_final_state, checkpoint_steps
+from tests.helpers.run_checks import assert_same_final_state, checkpoint_steps
 
 STEPS = 30
 

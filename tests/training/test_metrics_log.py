@@ -3,7 +3,7 @@
 import math
 
 from layerzoo.training.runs.metrics import MetricsLog
-from run_checks import metric_records
+from tests.helpers.run_checks import metric_records
 
 
 def test_non_finite_values_are_written_as_null(tmp_path):

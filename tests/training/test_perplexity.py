@@ -9,7 +9,7 @@ import torch
 import layerzoo
 from layerzoo.tasks import make_task
 from layerzoo.training.evaluation.perplexity import perplexity_by_length
-from text_corpus import cache, document  # noqa: F401 (cache is a fixture)
+from tests.helpers.text_corpus import cache, document  # noqa: F401 (cache is a fixture)
 
 TINY = ["model.d_model=32", "model.n_layers=2", "model.vocab_size=257", "model.mixers.swa.n_heads=2",
         "model.mixers.swa.n_kv_heads=1", "model.mixers.swa.window=16", "model.mixers.mlstm.n_heads=2",

@@ -7,7 +7,7 @@ from layerzoo import load_spec, shipped_specs
 from layerzoo.cli import main
 from layerzoo.training.config import TrainingConfig
 from layerzoo.training.loop.trainer import TrainingError, train
-from run_checks import checkpoint_steps, metric_records
+from tests.helpers.run_checks import checkpoint_steps, metric_records
 
 
 def test_a_used_run_folder_is_refused_without_resume_or_overwrite(tiny_spec, tmp_path, capsys):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from run_checks import checkpoint_steps
+from tests.helpers.run_checks import checkpoint_steps
 
 STEPS = 2000  # far more than run before the signal
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from layerzoo.cli import main
-from text_corpus import cache, write_corpus  # noqa: F401 (cache is a fixture)
+from tests.helpers.text_corpus import cache, write_corpus  # noqa: F401 (cache is a fixture)
 
 SPEC = """\
 name: text-tiny

@@ -1,7 +1,4 @@
-"""Maintained libraries' own implementations, loaded for cross-checks (tests) and timings (benchmarks).
-
-Imported as `peers`: pytest puts tests/ on sys.path, and the benchmarks that need it add it.
-"""
+"""Maintained libraries' own implementations, loaded for cross-checks (tests) and timings (benchmarks)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from layerzoo.testing import assert_close
 
-from peers import load_fla_naive
+from layerzoo.testing.peers import load_fla_naive
 
 # How the log decay g and the write strength beta are drawn: typical values and the extremes
 # where exp underflows, nothing decays, nothing is written or everything is overwritten.
