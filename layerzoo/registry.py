@@ -74,7 +74,7 @@ def check_declaration(cls: type, test_options: dict[str, Any]) -> None:
     test options it does not declare."""
     options = getattr(cls, "Options", None)
     if options is None or not dataclasses.is_dataclass(options) or (
-            vars(options).get("__annotations__") and "__dataclass_fields__" not in vars(options)):
+            inspect.get_annotations(options) and "__dataclass_fields__" not in vars(options)):
         raise ValueError(f"{cls.__qualname__}.Options must be a @dataclass(frozen=True) subclass of layerzoo.MixerOptions")
     parameters = list(inspect.signature(cls.__init__).parameters.values())[2:]  # after self, d_model
     named = [p.name for p in parameters if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
