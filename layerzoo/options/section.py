@@ -45,7 +45,8 @@ def option(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MIS
 
 @dataclasses.dataclass(frozen=True)
 class Section:
-    """Base of the spec's section dataclasses: checks (and converts) its fields when made."""
+    """Base of the option dataclasses (spec sections, mixers' options): checks (and converts) its
+    fields when made."""
 
     def __post_init__(self) -> None:
         for item in dataclasses.fields(self):
@@ -63,6 +64,11 @@ class Section:
 @functools.cache
 def field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
+
+
+def is_required(item: dataclasses.Field) -> bool:
+    """Whether the field has neither a default nor a factory."""
+    return item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING
 
 
 def checked(item: dataclasses.Field, annotation: Any, value: Any) -> Any:
@@ -177,8 +183,7 @@ def make_section(cls: type, mapping: dict, key: str = "") -> Any:
         if name not in known:
             raise OptionError(f"{prefix}{name}", f"unknown key{did_you_mean(str(name), known)} (known: {', '.join(known)})")
     for item in dataclasses.fields(cls):
-        required = item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING
-        if required and item.name not in mapping:
+        if is_required(item) and item.name not in mapping:
             raise OptionError(key, f"missing required key {item.name!r}")
     try:
         return cls(**mapping)
@@ -209,7 +214,7 @@ def declared(cls: type) -> dict[str, OptionInfo]:
     """The options of the dataclass `cls` (a Section), in declaration order."""
     infos = {}
     for item in dataclasses.fields(cls):
-        required = item.default is dataclasses.MISSING and item.default_factory is dataclasses.MISSING
+        required = is_required(item)
         if required:
             default = None
         else:
