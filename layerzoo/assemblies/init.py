@@ -13,7 +13,7 @@ construction did: from the same RNG state, the same weights.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 from torch import nn
@@ -45,14 +45,24 @@ def construction_order(model: nn.Module) -> Iterator[nn.Module]:
     return visit(model)
 
 
-def init_module(module: nn.Module, device: torch.device | str) -> None:
+def init_module(module: nn.Module, device: torch.device | str, keep: Callable[[torch.Tensor], bool] | None = None) -> None:
     """Allocate the module's own meta parameters and buffers on `device` (in place: tied
     parameters stay tied) and run its own `reset_parameters()`.
 
+    keep: tensors to leave as they are (weights loaded from a checkpoint). reset_parameters may set
+    its direct submodules' tensors too (the mLSTM its gate projection's), so those are kept as well;
+    a module all of whose own and direct submodules' tensors are kept is not reset at all.
     Raises TypeError for a module that holds tensors but has no reset_parameters(): nothing
     could give them their values.
     """
     own = [*module.parameters(recurse=False), *module.buffers(recurse=False)]
+    kept, saved = [], []
+    if keep is not None:
+        reach = own + [t for child in module.children() for t in (*child.parameters(recurse=False), *child.buffers(recurse=False))]
+        kept = [t for t in reach if keep(t)]
+        if len(kept) == len(reach):
+            return
+        saved = [t.detach().clone() for t in kept]
     for tensor in own:
         if tensor.is_meta:
             empty = torch.empty_like(tensor, device=device)
@@ -65,3 +75,6 @@ def init_module(module: nn.Module, device: torch.device | str) -> None:
     elif own:
         raise TypeError(f"{type(module).__name__} holds parameters or buffers but has no reset_parameters(), "
                         "so it cannot be initialised after a meta-device build; give it one")
+    with torch.no_grad():
+        for tensor, value in zip(kept, saved):
+            tensor.copy_(value)

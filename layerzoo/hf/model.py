@@ -24,7 +24,7 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from ..assemblies.causal_lm import CausalLM
-from ..blocks.rotary import Rotary
+from ..assemblies.init import init_module
 from ..errors import LayerzooError
 from ..specs import Spec, load_spec
 from .cache import LayerzooCache
@@ -58,7 +58,11 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
 
     def __init__(self, config: LayerzooConfig):
         super().__init__(config)
-        self.model = CausalLM(config.model_config())
+        with torch.device("meta"):  # allocated and initialised once, by transformers' init pass (_init_weights)
+            self.model = CausalLM(config.model_config())
+            # transformers ties the head to the embedding itself (tie_weights, after loading a folder):
+            # tied during loading, a missing embedding would be neither loaded nor initialised
+            self.model.head.weight = nn.Parameter(torch.empty_like(self.model.head.weight))
         self.post_init()
 
     @classmethod
@@ -70,17 +74,37 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
         return cls(LayerzooConfig.from_model_config(spec.model, **config))
 
     @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path: str | Path, *args: Any, **kwargs: Any):
-        """Load a folder save_pretrained wrote; local folders only, never the Hub."""
-        check_layerzoo_folder(pretrained_model_name_or_path)
+    def from_pretrained(cls, pretrained_model_name_or_path: str | Path | None, *args: Any,
+                        allow_non_finite: bool = False, **kwargs: Any):
+        """Load a folder save_pretrained wrote (local folders only, never the Hub), or with None
+        the `state_dict` given beside a `config`. Weights missing from it are initialised as a new
+        model's and listed in `missing_keys` (`output_loading_info=True`); a NaN or infinite weight
+        is an HFError naming it unless allow_non_finite."""
+        if pretrained_model_name_or_path is None:
+            if not isinstance(kwargs.get("config"), LayerzooConfig) or kwargs.get("state_dict") is None:
+                raise HFError("from_pretrained(None, ...) needs config= (a LayerzooConfig) and state_dict=")
+        else:
+            check_layerzoo_folder(pretrained_model_name_or_path)
         kwargs.setdefault("local_files_only", True)
-        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        if not allow_non_finite:
+            check_finite(loaded[0] if isinstance(loaded, tuple) else loaded, pretrained_model_name_or_path)
+        return loaded
+
+    def _initialize_weights(self, module: nn.Module, *args: Any, **kwargs: Any) -> None:
+        """Each module through _init_weights once. transformers skips, for code outside it, a module
+        whose own tensors were all loaded; a layerzoo module's init also sets its submodules'
+        tensors (the mLSTM's gate projection's), so it runs whenever one of those is missing."""
+        if not getattr(module, "_is_hf_initialized", False):
+            self._init_weights(module)
+            module._is_hf_initialized = True
 
     def _init_weights(self, module: nn.Module) -> None:
-        # Construction initialised every weight the layerzoo way and loading replaces them; only
-        # RoPE's frequencies, a buffer outside the state dict, are left to recompute after a load.
-        if isinstance(module, Rotary):
-            module.reset_parameters()
+        """transformers' init pass, children before parents: the module allocated and initialised as
+        its construction does (the model is built on the meta device, so a fresh model draws the
+        same weights as `layerzoo.build`), except the tensors a folder loaded, which transformers
+        marks `_is_hf_initialized`: weights missing from a folder get the layerzoo init."""
+        init_module(module, torch.get_default_device(), keep=lambda tensor: getattr(tensor, "_is_hf_initialized", False))
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.model.embedding
@@ -167,6 +191,14 @@ def check_ignored(arguments: dict[str, Any]) -> None:
         if name not in HARMLESS and value is not None and value is not False:
             raise HFError(f"LayerzooForCausalLM.forward does not take {name}={type(value).__name__} "
                           "(it takes input_ids, attention_mask, labels, cache, use_cache, logits_to_keep)")
+
+
+def check_finite(model: nn.Module, source: str | Path | None) -> None:
+    """HFError naming the first weight that holds NaN or an infinity."""
+    for name, tensor in model.state_dict().items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            where = "the state_dict" if source is None else source
+            raise HFError(f"{where}: {name} holds NaN or infinite values; pass allow_non_finite=True to load it anyway")
 
 
 def check_exportable(spec: Spec) -> None:
