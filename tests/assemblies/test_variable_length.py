@@ -12,6 +12,12 @@ from layerzoo.testing import assert_close, padded_batch
 
 TINY = [name for name in shipped_specs() if name.endswith("-tiny")]
 
+# A row alone takes other paths than in a batch (one token: the step loop; shorter matmuls), and a
+# model's rounding grows through its layers: at init, queries and keys that are nearly orthogonal
+# cancel to dot products far below their terms, so the logits keep many times one layer's rounding.
+# A leak between rows moves logits by their own size, far past this.
+WHOLE_MODEL = 10.0
+
 
 @pytest.fixture(scope="module", params=TINY)
 def model(request):
@@ -32,7 +38,7 @@ def test_a_padded_batch_gives_each_row_its_logits_alone(model, lengths, seed, si
     with torch.no_grad():
         logits = model(batch, attention_mask=mask)
         for index, prompt in enumerate(prompts):
-            assert_close(logits[index][mask[index] == 1], model(prompt[None])[0], what=f"row {index}")
+            assert_close(logits[index][mask[index] == 1], model(prompt[None])[0], what=f"row {index}", scale=WHOLE_MODEL)
         assert not logits[mask == 0].any()
 
 
@@ -54,7 +60,8 @@ def test_documents_packed_into_one_row_see_nothing_of_each_other(model, lengths,
         logits = model(torch.cat(documents)[None], cu_seqlens=cu_seqlens)[0]
         for index, document in enumerate(documents):
             start = cu_seqlens[index]
-            assert_close(logits[start:start + len(document)], model(document[None])[0], what=f"document {index}")
+            assert_close(logits[start:start + len(document)], model(document[None])[0], what=f"document {index}",
+                         scale=WHOLE_MODEL)
 
 
 @pytest.mark.parametrize("prefill_chunk_size", [None, 4])
