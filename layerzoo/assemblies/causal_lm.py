@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from ..blocks.norms import RMSNorm
 from ..blocks.packing import Packing, check_packed
@@ -30,6 +32,11 @@ class CausalLM(nn.Module):
     Built from a resolved ModelConfig (`layerzoo.load_spec(...).model`); `layerzoo.build` takes
     a spec directly.
     """
+
+    # Recompute each block in the backward instead of keeping its activations (transformers'
+    # gradient_checkpointing_enable() sets both, the function with its own arguments).
+    gradient_checkpointing = False
+    _gradient_checkpointing_func = staticmethod(functools.partial(checkpoint, use_reentrant=False))
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -58,16 +65,21 @@ class CausalLM(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, state: list[Any] | None = None, return_state: bool = False, *,
                 attention_mask: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
-                logits_to_keep: int = 0):
+                logits_to_keep: int = 0, hidden_states: list[torch.Tensor] | None = None):
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be (batch, length), got shape {tuple(input_ids.shape)}")
-        return self.forward_embeddings(self.embedding(input_ids), state, return_state,
-                                       attention_mask=attention_mask, cu_seqlens=cu_seqlens, logits_to_keep=logits_to_keep)
+        return self.forward_embeddings(self.embedding(input_ids), state, return_state, attention_mask=attention_mask,
+                                       cu_seqlens=cu_seqlens, logits_to_keep=logits_to_keep, hidden_states=hidden_states)
 
     def forward_embeddings(self, x: torch.Tensor, state: list[Any] | None = None, return_state: bool = False, *,
                            attention_mask: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
-                           logits_to_keep: int = 0):
-        """forward from token embeddings x (B, T, d_model), e.g. with ARMT's memory tokens appended."""
+                           logits_to_keep: int = 0, hidden_states: list[torch.Tensor] | None = None):
+        """forward from token embeddings x (B, T, d_model), e.g. with ARMT's memory tokens appended.
+
+        hidden_states: a list to append the hidden states to, n_layers + 1 of them (B, T, d_model)
+        as transformers counts them: the embeddings, each block's output but the last, and the
+        final norm's output; zeros at padding, and every column whatever logits_to_keep.
+        """
         if state is not None and len(state) != len(self.blocks):
             raise ValueError(f"state has {len(state)} layers, the model {len(self.blocks)}")
         if attention_mask is not None and cu_seqlens is not None:
@@ -77,10 +89,16 @@ class CausalLM(nn.Module):
             x, cu_seqlens = packing.pack(x), packing.cu_seqlens
         elif cu_seqlens is not None:
             check_packed("CausalLM", cu_seqlens, x)
+        in_rows = (lambda t: t) if packing is None else packing.unpack
         new_state = []
         for index, block in enumerate(self.blocks):
-            x, layer_state = block(x, None if state is None else state[index], return_state=True, cu_seqlens=cu_seqlens)
+            if hidden_states is not None:
+                hidden_states.append(in_rows(x))
+            run = self._gradient_checkpointing_func if self.gradient_checkpointing and torch.is_grad_enabled() else call
+            x, layer_state = run(block.__call__, x, None if state is None else state[index], True, cu_seqlens=cu_seqlens)
             new_state.append(layer_state)
+        if hidden_states is not None:
+            hidden_states.append(in_rows(self.final_norm(x)))
         if logits_to_keep:
             if packing is not None:  # back in rows first, so that only the kept columns reach the head
                 x, packing = packing.unpack(x), None
@@ -106,3 +124,7 @@ class CausalLM(nn.Module):
         """Write the model's spec; `layerzoo.build(path)` rebuilds the same architecture."""
         Spec(model=self.config).save(path)
 
+
+def call(function: Callable, *args: Any, **kwargs: Any) -> Any:
+    """function(*args, **kwargs): a block run without checkpointing."""
+    return function(*args, **kwargs)

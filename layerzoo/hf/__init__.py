@@ -17,7 +17,8 @@ except ImportError:  # pragma: no cover - the message is the point
 
 from .cache import LayerzooCache
 from .config import LayerzooConfig
-from .model import HFError, LayerzooForCausalLM
+from .errors import HFError
+from .model import LayerzooForCausalLM
 
 AutoConfig.register(LayerzooConfig.model_type, LayerzooConfig, exist_ok=True)
 AutoModel.register(LayerzooConfig, LayerzooForCausalLM, exist_ok=True)

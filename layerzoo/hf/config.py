@@ -6,14 +6,20 @@ from typing import Any
 
 from transformers import PretrainedConfig
 
+from ..errors import SpecError
+from ..registry import get_mixer
 from ..specs import ModelConfig, load_spec
+from .errors import HFError
 
 
 class LayerzooConfig(PretrainedConfig):
     """model_spec: the resolved `model:` section (`ModelConfig.to_dict()`: every mixer option
-    explicit), so a saved folder's config.json alone describes the architecture. vocab_size,
-    hidden_size and num_hidden_layers are copied from it for tools that read those names
-    (lm-evaluation-harness, transformers' own utilities); the spec stays the truth.
+    explicit), so a saved folder's config.json alone describes the architecture. The attributes
+    tools read by transformers' names are derived from it (the spec stays the truth):
+    vocab_size, hidden_size, num_hidden_layers, tie_word_embeddings; num_attention_heads (the
+    first attention layer's heads, else the first layer's that has heads); layer_types, one per
+    layer in the names transformers' hybrids use ("full_attention", "sliding_attention",
+    "linear_attention" for the recurrent ones); sliding_window (the first sliding-window layer's, or None).
     """
 
     model_type = "layerzoo"
@@ -22,6 +28,9 @@ class LayerzooConfig(PretrainedConfig):
     vocab_size: int | None = None
     hidden_size: int | None = None
     num_hidden_layers: int | None = None
+    num_attention_heads: int | None = None
+    layer_types: list[str] | None = None
+    sliding_window: int | None = None
     use_cache: bool = True
     tie_word_embeddings: bool = False
     bos_token_id: int | None = None
@@ -33,6 +42,10 @@ class LayerzooConfig(PretrainedConfig):
             model = self.model_config()  # a bad section fails here, in one line naming the key
             self.vocab_size, self.hidden_size, self.num_hidden_layers = model.vocab_size, model.d_model, model.n_layers
             self.tie_word_embeddings = model.tie_embeddings
+            self.num_attention_heads = attention_heads(model)
+            self.layer_types = [layer_type(layer.type) for layer in model.layers]
+            windows = [layer.options["window"] for layer in model.layers if layer_type(layer.type) == "sliding_attention"]
+            self.sliding_window = windows[0] if windows else None
         super().__post_init__(**kwargs)
 
     @classmethod
@@ -40,10 +53,37 @@ class LayerzooConfig(PretrainedConfig):
         return cls(model_spec=model.to_dict(), **kwargs)
 
     def model_config(self) -> ModelConfig:
-        """The ModelConfig that model_spec resolves to."""
+        """The ModelConfig that model_spec resolves to; HFError naming the key that is wrong."""
         if self.model_spec is None:
-            raise ValueError("LayerzooConfig has no model_spec: build it with LayerzooConfig.from_model_config(...)")
+            raise HFError("LayerzooConfig has no model_spec (config.json's model_spec is null): build it with "
+                              "LayerzooConfig.from_model_config(...) or LayerzooForCausalLM.from_spec(...)")
+        if not isinstance(self.model_spec, dict):
+            raise HFError(f"model_spec must be a mapping (a resolved model: section), got {self.model_spec!r:.60}")
         section = dict(self.model_spec)
-        if "overrides" in section:  # JSON turned the layer indices into strings
-            section["overrides"] = {int(index): value for index, value in section["overrides"].items()}
-        return load_spec({"model": section}).model
+        overrides = section.get("overrides")
+        if isinstance(overrides, dict):  # JSON turned the layer indices into strings
+            section["overrides"] = {layer_index(index): value for index, value in overrides.items()}
+        try:
+            return load_spec({"model": section}).model
+        except SpecError as error:  # its place in a dict is a key, not a file's line
+            raise HFError(f"model_spec: {str(error).removeprefix(str(error).split(' ', 1)[0] + ' ')}") from None
+
+
+def layer_index(key: Any) -> int:
+    """An overrides key of model_spec as an int; HFError for one that is not."""
+    try:
+        return int(key)
+    except (TypeError, ValueError):
+        raise HFError(f"model_spec.overrides: {key!r} is not a layer index") from None
+
+
+def layer_type(mixer: str) -> str:
+    cls = get_mixer(mixer).cls
+    return cls.layer_type or mixer
+
+
+def attention_heads(model: ModelConfig) -> int | None:
+    """The heads of the first attention layer, else of the first layer whose mixer has heads."""
+    attention = [layer for layer in model.layers if layer_type(layer.type) in ("full_attention", "sliding_attention")]
+    with_heads = [layer for layer in attention + list(model.layers) if "n_heads" in layer.options]
+    return with_heads[0].options["n_heads"] if with_heads else None

@@ -15,7 +15,8 @@ from pathlib import Path
 from ..training.runs.checkpoint import load_weights, read_checkpoint
 from ..training.runs.run_checkpoints import load_newest
 from .config import LayerzooConfig
-from .model import HFError, LayerzooForCausalLM, check_exportable
+from .errors import HFError
+from .model import LayerzooForCausalLM, check_exportable
 
 
 def export_run(run: str | Path, out_dir: str | Path) -> Path:

@@ -13,6 +13,7 @@ enters a state.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -25,18 +26,16 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from ..assemblies.causal_lm import CausalLM
 from ..assemblies.init import init_module
-from ..errors import LayerzooError
+from ..mixers.attention import CausalAttention
+from ..mixers.attention_weights import recorded_attention
 from ..specs import Spec, load_spec
 from .cache import LayerzooCache
 from .config import LayerzooConfig
+from .errors import HFError
 
 IGNORE_INDEX = -100  # labels not scored: transformers' and torch's convention
 # transformers 5.x renamed the output's `past_key_values` to `cache`: fill whichever it has
 CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
-
-
-class HFError(LayerzooError, ValueError):
-    """A folder or spec that cannot become (or be loaded as) a transformers model, in one line."""
 
 
 class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
@@ -53,6 +52,7 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
     base_model_prefix = "model"
     main_input_name = "input_ids"
     _is_stateful = True  # transformers then refuses assisted decoding itself: states cannot roll back
+    supports_gradient_checkpointing = True  # CausalLM checkpoints block by block
     _no_split_modules = ["Block"]
     _tied_weights_keys = {"model.head.weight": "model.embedding.weight"}  # used when config.tie_word_embeddings
 
@@ -118,25 +118,50 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
     def set_output_embeddings(self, value: nn.Linear) -> None:
         self.model.head = value
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 labels: torch.Tensor | None = None, cache: LayerzooCache | None = None, use_cache: bool | None = None,
                 logits_to_keep: int = 0, past_key_values: LayerzooCache | None = None,
-                return_dict: bool | None = None, **ignored: Any) -> CausalLMOutputWithPast:
+                return_dict: bool | None = None, inputs_embeds: torch.Tensor | None = None,
+                output_hidden_states: bool | None = None, output_attentions: bool | None = None,
+                shift_labels: torch.Tensor | None = None, **ignored: Any) -> CausalLMOutputWithPast:
         check_ignored(ignored)
+        embeddings = self.input_embeddings(input_ids, inputs_embeds)
         cache = cache if cache is not None else past_key_values
         if cache is not None and not isinstance(cache, LayerzooCache):
             raise HFError(f"LayerzooForCausalLM takes a LayerzooCache of its mixers' states, got {type(cache).__name__}")
+        scored = labels is not None or shift_labels is not None
         if use_cache is None:
-            use_cache = self.config.use_cache and labels is None
-        logits, states = self.model(input_ids, None if cache is None else cache.states, return_state=True,
-                                    attention_mask=piece_mask(attention_mask, input_ids.shape),
-                                    logits_to_keep=0 if labels is not None else logits_to_keep)
-        loss = None if labels is None else causal_loss(logits, labels, ignored.get("num_items_in_batch"))
+            use_cache = self.config.use_cache and not scored
+        hidden_states = [] if (output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states) else None
+        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
+        mask = piece_mask(attention_mask, embeddings.shape[:2])
+        if output_attentions:
+            check_attention_outputs(self.model, mask)
+        with recorded_attention() if output_attentions else contextlib.nullcontext() as attentions:
+            logits, states = self.model.forward_embeddings(
+                embeddings, None if cache is None else cache.states, return_state=True, attention_mask=mask,
+                logits_to_keep=0 if scored else logits_to_keep, hidden_states=hidden_states)
+        loss = causal_loss(logits, labels, ignored.get("num_items_in_batch"), shift_labels) if scored else None
         if use_cache:
             cache = cache if cache is not None else LayerzooCache()
-            cache.advance(states, input_ids.shape[1])
-        output = CausalLMOutputWithPast(loss=loss, logits=logits, **{CACHE_FIELD: cache if use_cache else None})
+            cache.advance(states, embeddings.shape[1])
+        output = CausalLMOutputWithPast(loss=loss, logits=logits, **{CACHE_FIELD: cache if use_cache else None},
+                                        hidden_states=None if hidden_states is None else tuple(hidden_states),
+                                        attentions=tuple(attentions) if output_attentions else None)
         return output if return_dict is not False else output.to_tuple()
+
+    def input_embeddings(self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None) -> torch.Tensor:
+        """(B, T, d_model): the embeddings of input_ids (B, T), or inputs_embeds as given; exactly one."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise HFError("LayerzooForCausalLM.forward takes input_ids (B, T) or inputs_embeds (B, T, d_model): exactly one")
+        if inputs_embeds is None:
+            if input_ids.dim() != 2:
+                raise HFError(f"input_ids must be (batch, length), got shape {tuple(input_ids.shape)}")
+            return self.model.embedding(input_ids)
+        d_model = self.model.config.d_model
+        if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != d_model:
+            raise HFError(f"inputs_embeds must be (batch, length, {d_model}), got shape {tuple(inputs_embeds.shape)}")
+        return inputs_embeds
 
     def _prepare_cache_for_generation(self, generation_config, model_kwargs: dict, *args: Any, **kwargs: Any) -> None:
         """generate's hook: an empty LayerzooCache to fill (transformers would make a key/value one).
@@ -165,17 +190,36 @@ def piece_mask(attention_mask: torch.Tensor | None, shape: torch.Size) -> torch.
     return None if bool(piece.bool().all()) else piece
 
 
-def causal_loss(logits: torch.Tensor, labels: torch.Tensor, num_items: int | torch.Tensor | None = None) -> torch.Tensor:
+def causal_loss(logits: torch.Tensor, labels: torch.Tensor | None, num_items: int | torch.Tensor | None = None,
+                shift_labels: torch.Tensor | None = None) -> torch.Tensor:
     """Mean next-token cross-entropy: logits (B, T, V) at t predict labels (B, T) at t + 1
-    (transformers' convention: labels are the inputs, shifted here), IGNORE_INDEX skipped; with
-    num_items (transformers' Trainer under gradient accumulation) the sum over that count."""
+    (transformers' convention: labels are the inputs, shifted here), or shift_labels (B, T) at t
+    (already shifted, as the Trainer passes them under sequence parallelism; they win over
+    labels); IGNORE_INDEX skipped. With num_items (the Trainer under gradient accumulation) the
+    sum over that count."""
+    if shift_labels is not None:
+        labels, predictions = shift_labels, logits
+    else:
+        predictions = logits[:, :-1]
     if labels.shape != logits.shape[:2]:
-        raise HFError(f"labels must have the shape of input_ids {tuple(logits.shape[:2])}, got {tuple(labels.shape)}")
-    targets = labels[:, 1:].flatten()
-    predictions = logits[:, :-1].flatten(0, 1).float()
+        name = "labels" if shift_labels is None else "shift_labels"
+        raise HFError(f"{name} must have the shape of the inputs {tuple(logits.shape[:2])}, got {tuple(labels.shape)}")
+    targets = (labels if shift_labels is not None else labels[:, 1:]).flatten()
+    predictions = predictions.flatten(0, 1).float()
     if num_items is None:
         return F.cross_entropy(predictions, targets, ignore_index=IGNORE_INDEX)
     return F.cross_entropy(predictions, targets, ignore_index=IGNORE_INDEX, reduction="sum") / num_items
+
+
+def check_attention_outputs(model: CausalLM, mask: torch.Tensor | None) -> None:
+    """HFError unless output_attentions can be given: the model has an attention layer, and the
+    rows hold no padding (the weights are of whole rows)."""
+    if not any(isinstance(block.mixer, CausalAttention) for block in model.blocks):
+        mixers = ", ".join(dict.fromkeys(layer.type for layer in model.config.layers))
+        raise HFError(f"output_attentions: no layer of this model computes attention weights (its mixers: {mixers})")
+    if mask is not None:
+        raise HFError("output_attentions: the attention weights are given for rows without padding; "
+                      "pass an attention_mask of ones, or none")
 
 
 # Arguments transformers' callers may pass that change nothing here: each row's position lives in
@@ -190,7 +234,8 @@ def check_ignored(arguments: dict[str, Any]) -> None:
     for name, value in arguments.items():
         if name not in HARMLESS and value is not None and value is not False:
             raise HFError(f"LayerzooForCausalLM.forward does not take {name}={type(value).__name__} "
-                          "(it takes input_ids, attention_mask, labels, cache, use_cache, logits_to_keep)")
+                          "(it takes input_ids or inputs_embeds, attention_mask, labels or shift_labels, cache, "
+                          "use_cache, logits_to_keep, output_hidden_states, output_attentions, return_dict)")
 
 
 def check_finite(model: nn.Module, source: str | Path | None) -> None:

@@ -78,6 +78,7 @@ class AssociativeMemory(Mixer):
     W_b without gradient, until W_v has moved.
     """
 
+    layer_type = "linear_attention"
     Options = AssociativeMemoryOptions
 
     def __init__(self, d_model: int, **options: Any):

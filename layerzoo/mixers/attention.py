@@ -18,8 +18,10 @@ from ..blocks.rotary import Rotary
 from ..errors import OptionError
 from ..kernels import sliding_window_attention
 from ..kernels.sliding_window import BACKENDS as ATTENTION_BACKENDS, SINKS as SINK_BACKENDS
+from ..kernels.sliding_window.reference import sliding_window_attention_weights
 from ..options import check_value, option
 from ..registry import register_mixer
+from .attention_weights import record, recording
 from .base import Mixer, MixerOptions
 
 
@@ -140,10 +142,15 @@ class CausalAttention(Mixer):
             k = torch.cat((state.k.to(k.dtype), k), dim=1)
             v = torch.cat((state.v.to(v.dtype), v), dim=1)
         y = sliding_window_attention(q, k, v, self.window, backend=self.backend, sinks=self.sink_logits)
+        if recording():
+            record(lambda: sliding_window_attention_weights(q, k, self.window, sinks=self.sink_logits))
         return self._output(x, y), KVCache(*self._kept(k, v), None, start + length)
 
     def _mix_packed(self, x: torch.Tensor, state: KVCache | None, cu_seqlens: torch.Tensor):
         """x (1, total, d_model) packing N sequences, each continuing its stream of the state."""
+        if recording():
+            raise ValueError(f"{type(self).__name__}: attention weights are recorded for batches of rows without "
+                             "padding, packed sequences or ragged caches")
         streams = len(cu_seqlens) - 1
         new = lengths_of(cu_seqlens)
         start = torch.zeros(streams, dtype=torch.long, device=x.device) if state is None else state.position
@@ -196,6 +203,8 @@ class Attention(CausalAttention):
     state is a KVCache of every token seen.
     """
 
+    layer_type = "full_attention"
+
 
 # The registry-wide checks run swa with the output gate and sinks, attention without them.
 @register_mixer("swa", test_options={"n_heads": 4, "n_kv_heads": 2, "window": 5, "output_gate": True, "sinks": True})
@@ -208,6 +217,7 @@ class SlidingWindowAttention(CausalAttention):
     the window mid-stream, only what the old state kept is visible.
     """
 
+    layer_type = "sliding_attention"
     Options = SlidingWindowOptions
 
 

@@ -65,6 +65,9 @@ class Mixer(nn.Module):
     base class's `forward` turns a padded batch into packed sequences for them."""
 
     registry_name: str = ""
+    # What hybrid models' configs call such a layer (transformers' `layer_types`: "full_attention",
+    # "sliding_attention", "linear_attention" for every recurrent one); empty: the registered name.
+    layer_type: ClassVar[str] = ""
     Options: ClassVar[type[MixerOptions]] = MixerOptions
     __signature__ = OptionsSignature()
 

@@ -142,6 +142,7 @@ class GatedDeltaNet(DeltaRuleLayer):
     `gated_delta_rule`; its "auto" runs single-token steps (decoding) as one recurrent step.
     """
 
+    layer_type = "linear_attention"
     Options = GatedDeltaNetOptions
 
     def __init__(self, d_model: int, **options: Any):

@@ -48,6 +48,7 @@ class KimiDeltaAttention(DeltaRuleLayer):
     (decoding) as one recurrent step.
     """
 
+    layer_type = "linear_attention"
     Options = KimiDeltaAttentionOptions
 
     def __init__(self, d_model: int, **options: Any):

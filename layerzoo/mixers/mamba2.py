@@ -85,6 +85,7 @@ class Mamba2(Mixer):
     """
 
     packs_sequences = True
+    layer_type = "linear_attention"
     Options = Mamba2Options
 
     def __init__(self, d_model: int, **options: Any):

@@ -55,6 +55,7 @@ class MLSTM(Mixer):
     """
 
     packs_sequences = True
+    layer_type = "linear_attention"
     Options = MLSTMOptions
 
     def __init__(self, d_model: int, **options: Any):

@@ -104,5 +104,5 @@ def test_crop_and_foreign_caches_are_one_line_errors(swax):
     from transformers import DynamicCache
     with pytest.raises(HFError, match=r"^LayerzooForCausalLM takes a LayerzooCache .*got DynamicCache$"):
         swax(ids, cache=DynamicCache())
-    with pytest.raises(HFError, match=r"does not take inputs_embeds=Tensor"):
-        swax(ids, inputs_embeds=torch.zeros(1, 5, 64))
+    with pytest.raises(HFError, match=r"does not take position_ids=Tensor"):
+        swax(ids, position_ids=torch.zeros(1, 5, dtype=torch.long))

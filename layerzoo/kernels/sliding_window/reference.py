@@ -55,6 +55,38 @@ def packed_window_mask(bounds_q: list[int], bounds_k: list[int], window: int | N
     return mask
 
 
+def sliding_window_attention_weights(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    window: int | None,
+    scale: float | None = None,
+    *,
+    bounds: tuple[list[int], list[int]] | None = None,
+    sinks: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The attention weights (B, H, Tq, Tk) after the softmax, in the compute dtype (fp32, fp64
+    for fp64): zero outside each query's window; with sinks, a row sums to less than one.
+
+    q: (B, Tq, H, D); k: (B, Tk, Hkv, D) with H % Hkv == 0 and Tk >= Tq; bounds and sinks as in
+    sliding_window_attention_reference. Inputs are not validated here.
+    """
+    heads, kv_heads, dim = q.shape[2], k.shape[2], q.shape[3]
+    scale = dim**-0.5 if scale is None else scale
+    dtype = compute_dtype(q.dtype)
+    # Query head h reads kv head h // group.
+    kf = k.to(dtype).repeat_interleave(heads // kv_heads, dim=2)
+    scores = torch.einsum("bqhd,bkhd->bhqk", q.to(dtype), kf) * scale
+    if bounds is None:
+        mask = sliding_window_mask(q.shape[1], k.shape[1], window, device=q.device)
+    else:
+        mask = packed_window_mask(*bounds, window, device=q.device)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    if sinks is None:
+        return scores.softmax(dim=-1)
+    sink_column = sinks.to(dtype).view(1, heads, 1, 1).expand(*scores.shape[:3], 1)
+    return torch.cat((scores, sink_column), dim=-1).softmax(dim=-1)[..., :-1]
+
+
 def sliding_window_attention_reference(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -70,27 +102,10 @@ def sliding_window_attention_reference(
     q: (B, Tq, H, D); k, v: (B, Tk, Hkv, D) with H % Hkv == 0 and Tk >= Tq; any float dtype.
     bounds: None, or packed sequences (B = 1): the offsets of their queries and of their keys
     (packed_window_mask). sinks: None, or (H,) logits that join every softmax denominator of
-    their head (a column of the scores that no value follows). Returns (B, Tq, H, D) in q's dtype. Arithmetic runs in fp32 (fp64
-    stays fp64), so this is the accuracy yardstick for low-precision inputs. Inputs are not
-    validated here.
+    their head (a column of the scores that no value follows). Returns (B, Tq, H, D) in q's dtype.
+    Arithmetic runs in fp32 (fp64 stays fp64), so this is the accuracy yardstick for
+    low-precision inputs. Inputs are not validated here.
     """
-    heads, kv_heads, dim = q.shape[2], k.shape[2], q.shape[3]
-    scale = dim**-0.5 if scale is None else scale
-    dtype = compute_dtype(q.dtype)
-    qf, kf, vf = (t.to(dtype) for t in (q, k, v))
-    # Query head h reads kv head h // group.
-    kf = kf.repeat_interleave(heads // kv_heads, dim=2)
-    vf = vf.repeat_interleave(heads // kv_heads, dim=2)
-    scores = torch.einsum("bqhd,bkhd->bhqk", qf, kf) * scale
-    if bounds is None:
-        mask = sliding_window_mask(q.shape[1], k.shape[1], window, device=q.device)
-    else:
-        mask = packed_window_mask(*bounds, window, device=q.device)
-    scores = scores.masked_fill(~mask, float("-inf"))
-    if sinks is None:
-        weights = scores.softmax(dim=-1)
-    else:
-        sink_column = sinks.to(dtype).view(1, heads, 1, 1).expand(*scores.shape[:3], 1)
-        weights = torch.cat((scores, sink_column), dim=-1).softmax(dim=-1)[..., :-1]
-    out = torch.einsum("bhqk,bkhd->bqhd", weights, vf)
-    return out.to(q.dtype)
+    weights = sliding_window_attention_weights(q, k, window, scale, bounds=bounds, sinks=sinks)
+    vf = v.to(weights.dtype).repeat_interleave(q.shape[2] // v.shape[2], dim=2)
+    return torch.einsum("bhqk,bkhd->bqhd", weights, vf).to(q.dtype)
