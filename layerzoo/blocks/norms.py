@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..kernels.common.dtypes import upcast
+
 
 class RMSNorm(nn.Module):
     """Root-mean-square norm over the last dimension, computed in fp32 for stability.
@@ -27,7 +29,7 @@ class RMSNorm(nn.Module):
         nn.init.ones_(self.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float() if self.groups == 1 else x.float().unflatten(-1, (self.groups, -1))
+        x32 = upcast(x) if self.groups == 1 else upcast(x).unflatten(-1, (self.groups, -1))
         normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         normed = normed if self.groups == 1 else normed.flatten(-2)
-        return (normed * self.weight.float()).to(x.dtype)
+        return (normed * upcast(self.weight)).to(x.dtype)

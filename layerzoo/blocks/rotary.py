@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..kernels.common.dtypes import compute_dtype, upcast
+
 
 class Rotary(nn.Module):
     """Rotates pairs (x[..., i], x[..., i + D/2]) of each head by position * theta^(-2i/D).
@@ -33,11 +35,11 @@ class Rotary(nn.Module):
         positions, (B, T) or (T,) integers, or an int offset for positions offset..offset+T-1."""
         if isinstance(positions, int):
             positions = torch.arange(positions, positions + x.shape[1], device=x.device)
-        angles = positions.to(x.device, torch.float32)[..., None] * self.inv_freq.to(x.device)  # ([B,] T, D/2)
+        angles = positions.to(x.device, compute_dtype(x.dtype))[..., None] * self.inv_freq.to(x.device)  # ([B,] T, D/2)
         if angles.dim() == 2:
             angles = angles[None]
         cos = angles.cos()[:, :, None, :]
         sin = angles.sin()[:, :, None, :]
-        x1, x2 = x.float().chunk(2, dim=-1)
+        x1, x2 = upcast(x).chunk(2, dim=-1)
         rotated = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
         return rotated.to(x.dtype)

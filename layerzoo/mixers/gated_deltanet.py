@@ -22,6 +22,7 @@ from torch import nn
 from ..blocks.norms import RMSNorm
 from ..blocks.short_conv import ShortConvolution
 from ..errors import OptionError
+from ..kernels.common.dtypes import upcast
 from ..kernels.gated_delta_rule import BACKENDS, gated_delta_rule
 from ..options import option
 from ..registry import register_mixer
@@ -50,7 +51,7 @@ def l2_normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
 
     fla's formula: the eps inside the root keeps the gradient finite at x = 0.
     """
-    x32 = x.float()
+    x32 = upcast(x)
     return (x32 * torch.rsqrt(x32.pow(2).sum(-1, keepdim=True) + eps)).to(x.dtype)
 
 
@@ -169,8 +170,8 @@ class GatedDeltaNet(DeltaRuleLayer):
     def mix(self, x: torch.Tensor, state: GatedDeltaNetState | None, cu_seqlens: torch.Tensor | None):
         q, k, v, state = self.read_inputs(x, state, cu_seqlens)
         # Gates in fp32: g sums over thousands of steps inside the kernel.
-        beta = self.b_proj(x).float().sigmoid()
-        g = -self.A_log.float().exp() * F.softplus(self.a_proj(x).float() + self.dt_bias.float())
+        beta = upcast(self.b_proj(x)).sigmoid()
+        g = -upcast(self.A_log).exp() * F.softplus(upcast(self.a_proj(x)) + upcast(self.dt_bias))
         o, recurrent = gated_delta_rule(
             q, k, v, g, beta,
             initial_state=state.recurrent,

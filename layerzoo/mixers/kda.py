@@ -24,6 +24,7 @@ from torch import nn
 
 from ..blocks.norms import RMSNorm
 from ..blocks.short_conv import ShortConvolution
+from ..kernels.common.dtypes import upcast
 from ..kernels.kda import BACKENDS, kda
 from ..options import option
 from ..registry import register_mixer
@@ -76,9 +77,9 @@ class KimiDeltaAttention(DeltaRuleLayer):
     def mix(self, x: torch.Tensor, state: GatedDeltaNetState | None, cu_seqlens: torch.Tensor | None):
         q, k, v, state = self.read_inputs(x, state, cu_seqlens)
         # Gates in fp32: g sums over thousands of steps inside the kernel.
-        beta = self.b_proj(x).float().sigmoid()
-        f = (self.f_proj(x).float() + self.dt_bias.float()).unflatten(-1, (self.n_heads, self.head_dim))
-        g = -self.A_log.float().exp()[:, None] * F.softplus(f)
+        beta = upcast(self.b_proj(x)).sigmoid()
+        f = (upcast(self.f_proj(x)) + upcast(self.dt_bias)).unflatten(-1, (self.n_heads, self.head_dim))
+        g = -upcast(self.A_log).exp()[:, None] * F.softplus(f)
         o, recurrent = kda(
             q, k, v, g, beta,
             initial_state=state.recurrent,

@@ -27,6 +27,7 @@ from torch import nn
 from ..blocks.norms import RMSNorm
 from ..blocks.short_conv import ShortConvolution
 from ..errors import OptionError
+from ..kernels.common.dtypes import upcast
 from ..kernels.ssd import BACKENDS, ssd
 from ..options import option
 from ..registry import register_mixer
@@ -121,8 +122,8 @@ class Mamba2(Mixer):
         values = values.unflatten(-1, (self.n_heads, self.head_dim))
         B, C = (self._per_head(t) for t in (B, C))
         # Gates in fp32: g sums over thousands of steps inside the kernel.
-        dt = F.softplus(dt.float() + self.dt_bias.float())
-        g = -self.A_log.float().exp() * dt
+        dt = F.softplus(upcast(dt) + upcast(self.dt_bias))
+        g = -upcast(self.A_log).exp() * dt
         y, ssm = ssd(
             C, (B * dt[..., None]).to(B.dtype), values, g,
             scale=1.0,

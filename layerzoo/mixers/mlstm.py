@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import OptionError
-from ..kernels.common.dtypes import compute_dtype
+from ..kernels.common.dtypes import compute_dtype, upcast
 from ..kernels.mlstm import BACKENDS, MLSTMState, mlstm
 from ..options import option
 from ..registry import register_mixer
@@ -98,8 +98,8 @@ class MLSTM(Mixer):
             backend=self.backend,
             cu_seqlens=cu_seqlens,
         )
-        h = F.layer_norm(h.float(), (self.value_dim,), eps=self.norm_eps) * self.norm_weight.float()
-        h = h.flatten(-2) * torch.sigmoid(output_gate.float())
+        h = F.layer_norm(upcast(h), (self.value_dim,), eps=self.norm_eps) * upcast(self.norm_weight)
+        h = h.flatten(-2) * torch.sigmoid(upcast(output_gate))
         return self.out_proj(h.to(x.dtype)), new_state
 
     def gate_preactivations(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -108,7 +108,7 @@ class MLSTM(Mixer):
         In fp32 whatever x's dtype: the input gate is exp(i), which would turn bf16's rounding of i
         (steps of 0.0625 near 10) into errors of up to 3% in every write.
         """
-        gates = F.linear(x.float(), self.gate_proj.weight.float(), self.gate_proj.bias.float())
+        gates = F.linear(upcast(x), upcast(self.gate_proj.weight), upcast(self.gate_proj.bias))
         if self.gate_soft_cap is not None:
             gates = self.gate_soft_cap * torch.tanh(gates / self.gate_soft_cap)
         return gates.chunk(2, dim=-1)
