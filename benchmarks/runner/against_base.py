@@ -69,10 +69,14 @@ def temporary_worktree(commit: str) -> Iterator[Path]:
             subprocess.run(["git", "worktree", "prune"], cwd=ROOT, capture_output=True)
 
 
-def run_in(tree: Path, name: str, argv: list[str], out: Path) -> dict:
-    """One run of benchmark `name` with the code of `tree`, in a fresh process; its results."""
+def run_in(tree: Path, name: str, argv: list[str], out: Path, extensions: Path | None = None) -> dict:
+    """One run of benchmark `name` with the code of `tree`, in a fresh process; its results.
+    extensions: where that process builds and caches the compiled CPU kernels (TORCH_EXTENSIONS_DIR),
+    None: this process's place."""
     others = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry and Path(entry).resolve() != ROOT]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *others])}
+    if extensions is not None:
+        env["TORCH_EXTENSIONS_DIR"] = str(extensions)
     done = subprocess.run([sys.executable, "-m", "benchmarks", name, *argv, "--out", str(out)], cwd=tree, env=env,
                           stdout=subprocess.DEVNULL)
     if done.returncode != 0:
@@ -173,9 +177,13 @@ def run_against_base(benchmark: Benchmark, args: argparse.Namespace, argv: list[
     runs: dict[str, list[dict]] = {"base": [], "current": []}
     try:
         with terminate_as_exit(), temporary_worktree(commit) as base_tree, tempfile.TemporaryDirectory() as scratch:
+            # The base tree's kernels build in a place of their own: one cache shared by two source
+            # trees would rebuild at every switch (torch keys a build by its sources' paths too).
+            sides = (("base", base_tree, base_tree.parent / "torch_extensions"), ("current", ROOT, None))
             for index in range(args.passes):
-                for side, tree in (("base", base_tree), ("current", ROOT)):
-                    runs[side].append(run_in(tree, benchmark.name, sides_argv, Path(scratch) / f"{side}-{index}.json"))
+                for side, tree, extensions in sides:
+                    runs[side].append(run_in(tree, benchmark.name, sides_argv, Path(scratch) / f"{side}-{index}.json",
+                                             extensions))
                     print(f"pass {index + 1}/{args.passes}: {side} done", file=sys.stderr, flush=True)
     except RuntimeError as error:
         print(f"--base {args.base}: {error}", file=sys.stderr)

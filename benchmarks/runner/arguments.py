@@ -29,7 +29,8 @@ def add_runner_arguments(parser: argparse.ArgumentParser) -> None:
                         "jobs share, where idle-waiting threads stall each other")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny shapes and 2 rounds: checks that the benchmark runs, measures nothing")
-    parser.add_argument("--out", type=Path, help="the JSON file to write (default: benchmarks/results/NAME.json)")
+    parser.add_argument("--out", type=Path, help="the JSON file to write (default: benchmarks/results/NAME.json; "
+                        "with --smoke, benchmarks/results/smoke/NAME.json)")
     parser.add_argument("--base", metavar="REV",
                         help="A/B: also run this git revision (in a temporary worktree), alternating with this "
                         "tree, and report the per-cell ratio current / base")

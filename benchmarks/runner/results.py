@@ -17,8 +17,10 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
-def default_path(name: str) -> Path:
-    return RESULTS / f"{name}.json"
+def default_path(name: str, smoke: bool = False) -> Path:
+    """benchmarks/results/NAME.json; a smoke run's goes to smoke/ (not committed), so that checking
+    a benchmark never overwrites its measured results."""
+    return RESULTS / "smoke" / f"{name}.json" if smoke else RESULTS / f"{name}.json"
 
 
 def write_json(path: Path, data: dict) -> None:

@@ -96,7 +96,7 @@ def run_benchmark(benchmark: Benchmark, argv: list[str], *, reexecute: bool = Fa
         print(rss_rise_bytes(benchmark.memory_probe(args, json.loads(args.probe_memory))))
         return 0
     data = measure(benchmark, args, argv)
-    path = args.out or default_path(benchmark.name)
+    path = args.out or default_path(benchmark.name, args.smoke)
     write_json(path, data)
     print(render_results(data))
     print(f"wrote {path}", file=sys.stderr)
