@@ -1,48 +1,58 @@
 """ARMT against its base model run on the whole input: time per segment and peak memory, no grad.
 
-    python benchmarks/armt.py                               # armt-tiny in 128-token segments, CPU
-    python benchmarks/armt.py --segments 8 32 --set model.d_model=128 --json armt.json
+    python -m benchmarks armt                               # armt-tiny in 128-token segments, CPU
+    python -m benchmarks armt --segments 8 32 --set armt.segment_size=64 --set model.d_model=128
 
-ARMT reads the input segment by segment, carrying only its memory (and dropping each segment's
-logits once computed, as a long-context reader would), so its time per segment and its memory
-should stay flat as the input grows; the base model attends over the whole input at once. Peak
-memory is the rise of the peak resident set over one forward (Linux CPU, one fresh process per
-cell: torch's CPU allocations are invisible to tracemalloc) or of torch.cuda.max_memory_allocated,
-over a one-segment warm-up: what an input longer than one segment costs on top.
+Input: token ids (B, segments x segment_size), B=1. ARMT reads them segment by segment, carrying
+only its memory (and dropping each segment's logits once computed, as a long-context reader
+would), so its time per segment and its memory should stay flat as the input grows; the base
+model (the same stack without memory) attends over the whole input at once. Each cell is one
+whole forward, timed in interleaved rounds (runner/timing.py). Peak memory: the rise of the peak
+over one forward beyond a one-segment warm-up (what an input longer than one segment costs on
+top), in a fresh process per cell on CPU (runner/memory.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import layerzoo
 
-import layerzoo  # noqa: E402
-
-from common import CLEAR_REFS, markdown_table, probe_in_subprocess, rss_rise_bytes, timed_runs  # noqa: E402
+from .runner.arguments import add_device, add_memory_switch, add_spec, positive_int
+from .runner.memory import can_measure
+from .runner.registry import Benchmark
+from .runner.summary import SummaryRow
+from .runner.results import value
+from .runner.tables import faster, markdown_table, mib, ratio
+from .runner.timing import Cell, time_cells
 
 METHODS = ("armt", "base")
 
 
-def build(args):
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_spec(parser, "armt-tiny", ("armt.segment_size=128",))
+    parser.add_argument("--segments", type=positive_int, nargs="+", default=[8, 32, 128])
+    parser.add_argument("--batch", type=positive_int, default=1)
+    add_device(parser)
+    add_memory_switch(parser, default=True)
+    parser.set_defaults(reps=3, budget=20.0)
+
+
+def build(args: argparse.Namespace):
     torch.manual_seed(0)
     return layerzoo.build(args.spec, args.overrides, device=args.device).eval()
 
 
-def inputs(args, model, n_segments: int) -> torch.Tensor:
-    length = n_segments * model.segment_size
+def token_ids(args: argparse.Namespace, model, segments: int) -> torch.Tensor:
     generator = torch.Generator().manual_seed(0)
-    return torch.randint(0, model.config.vocab_size, (args.batch, length), generator=generator).to(args.device)
+    shape = (args.batch, segments * model.segment_size)
+    return torch.randint(0, model.config.vocab_size, shape, generator=generator).to(args.device)
 
 
 @torch.no_grad()
-def run(model, method: str, ids: torch.Tensor) -> None:
+def forward(model, method: str, ids: torch.Tensor) -> None:
     if method == "base":
         model.base(ids)
         return
@@ -51,89 +61,77 @@ def run(model, method: str, ids: torch.Tensor) -> None:
         _, state = model(segment, state=state, return_state=True)
 
 
-def median_seconds(args, model, method: str, ids: torch.Tensor) -> float:
-    times = timed_runs(lambda: run(model, method, ids), args.device, reps=args.reps, budget=args.budget,
-                       warmup=1, min_runs=2)
-    return statistics.median(times)
-
-
-def probe_memory(args, method: str, n_segments: int) -> int:
-    """Child side: bytes by which one forward raises the peak over a one-segment warm-up.
-
-    The warm-up pays one-off costs (thread pools, kernels) and maps one segment's working set, so
-    what is left is how much more a longer input needs.
-    """
+def run(args: argparse.Namespace) -> dict:
     model = build(args)
-    ids = inputs(args, model, n_segments)
-    run(model, method, inputs(args, model, 1))
-    if args.device.startswith("cuda"):
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated()
-        run(model, method, ids)
-        return torch.cuda.max_memory_allocated() - before
-    return rss_rise_bytes(lambda: run(model, method, ids))
-
-
-def markdown(rows: list[dict], memory: bool) -> str:
-    head = ["segments", "tokens", "ARMT ms/segment", "base ms/segment", "time ratio base/ARMT"]
-    if memory:
-        head += ["ARMT peak MiB", "base peak MiB"]
-    table = []
-    for row in rows:
-        cells = [str(row["segments"]), str(row["tokens"]), f"{row['armt']['ms_per_segment']:.1f}",
-                 f"{row['base']['ms_per_segment']:.1f}", f"{row['base']['ms_per_segment'] / row['armt']['ms_per_segment']:.1f}x"]
-        if memory:
-            cells += [f"{row[m]['peak_bytes'] / 2**20:.1f}" for m in METHODS]
-        table.append(cells)
-    return markdown_table(head, table)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--spec", default="armt-tiny", help="an ARMT spec (shipped name or path)")
-    parser.add_argument("--set", dest="overrides", action="append", default=None, metavar="KEY=VALUE",
-                        help="spec overrides (default: armt.segment_size=128)")
-    parser.add_argument("--segments", type=int, nargs="+", default=[8, 32, 128])
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--reps", type=int, default=3, help="timed runs per cell (median)")
-    parser.add_argument("--budget", type=float, default=20.0, help="stop after 2 runs past this many seconds")
-    parser.add_argument("--no-memory", dest="memory", action="store_false", help="skip the peak-memory processes")
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--probe-memory", nargs=2, metavar=("METHOD", "SEGMENTS"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.overrides is None:
-        args.overrides = ["armt.segment_size=128"]
-
-    if args.probe_memory:
-        method, n_segments = args.probe_memory
-        print(probe_memory(args, method, int(n_segments)))
-        return
-    memory = args.memory and (args.device.startswith("cuda") or CLEAR_REFS.exists())
-
-    model = build(args)
-    rows = []
-    for n_segments in args.segments:
-        ids = inputs(args, model, n_segments)
-        row = {"segments": n_segments, "tokens": ids.shape[1]}
-        for method in METHODS:
-            row[method] = {"ms_per_segment": median_seconds(args, model, method, ids) * 1e3 / n_segments}
-            if memory:
-                row[method]["peak_bytes"] = probe_in_subprocess(__file__, method, n_segments)
-        rows.append(row)
-        print(f"{n_segments} segments done", file=sys.stderr, flush=True)
-
+    cells = [Cell({"segments": segments, "method": method}, lambda method=method, ids=token_ids(args, model, segments):
+                  forward(model, method, ids)) for segments in args.segments for method in METHODS]
+    warmups = [lambda method=method: forward(model, method, token_ids(args, model, 1)) for method in METHODS]
     config = model.armt_config
-    print(f"{args.spec} {' '.join(args.overrides)}: d_model {model.backbone.d_model}, {len(model.backbone.layers)} layers, "
-          f"segment {config.segment_size}, {config.num_mem_tokens} memory tokens, memory layers "
-          f"{list(model.memory_layers)}; batch {args.batch}, {args.device}, {torch.get_num_threads()} threads, no grad")
-    print("ARMT: segment by segment with the memory carried; base: the same stack on the whole input at once\n")
-    print(markdown(rows, memory))
-    if args.json:
-        args.json.write_text(json.dumps({"config": vars(args) | {"json": None}, "torch": torch.__version__,
-                                         "rows": rows}, indent=2, default=str))
+    return {"rows": time_cells(cells, rounds=args.reps, budget=args.budget, device=args.device, warmups=warmups),
+            "model": {"d_model": model.backbone.d_model, "layers": len(model.backbone.layers),
+                      "segment_size": config.segment_size, "memory_tokens": config.num_mem_tokens,
+                      "memory_layers": list(model.memory_layers)}}
 
 
-if __name__ == "__main__":
-    main()
+def memory_cells(args: argparse.Namespace) -> list[dict]:
+    if not (args.memory and can_measure(args.device)):
+        return []
+    return [{"segments": segments, "method": method} for segments in args.segments for method in METHODS]
+
+
+def memory_probe(args: argparse.Namespace, labels: dict):
+    """One forward of the cell, after a one-segment one: that warm-up pays one-off costs (thread
+    pools, kernels) and maps one segment's working set, so what is left is what more a longer
+    input needs."""
+    model = build(args)
+    ids = token_ids(args, model, labels["segments"])
+    forward(model, labels["method"], token_ids(args, model, 1))
+    return lambda: forward(model, labels["method"], ids)
+
+
+def per_segment_ms(rows: list[dict], segments: int, method: str) -> float | None:
+    seconds = value(rows, "seconds", segments=segments, method=method)
+    return None if seconds is None else seconds * 1e3 / segments
+
+
+def render(data: dict) -> str:
+    config, rows, model = data["config"], data["rows"], data["model"]
+    memory = any("peak_bytes" in row for row in rows)
+    head = ["segments", "tokens", "ARMT ms/segment", "base ms/segment", "time ratio base/ARMT"]
+    head += ["ARMT peak MiB", "base peak MiB"] if memory else []
+    table = []
+    for segments in config["segments"]:
+        armt, base = (per_segment_ms(rows, segments, method) for method in METHODS)
+        cells = [str(segments), str(segments * model["segment_size"]), f"{armt:.1f}", f"{base:.1f}", ratio(base, armt)]
+        if memory:
+            cells += [mib(value(rows, "peak_bytes", segments=segments, method=m)) for m in METHODS]
+        table.append(cells)
+    caption = (f"{config['spec']} {' '.join(config['overrides'])}: d_model {model['d_model']}, {model['layers']} layers, "
+               f"segment {model['segment_size']}, {model['memory_tokens']} memory tokens, memory layers "
+               f"{model['memory_layers']}; batch {config['batch']}, {config['device']}, no grad, best of "
+               f"{config['reps']} interleaved rounds. ARMT: segment by segment with the memory carried; base: the same "
+               "stack on the whole input at once")
+    return f"{caption}\n\n{markdown_table(head, table)}"
+
+
+def summary(data: dict) -> list[SummaryRow]:
+    """ARMT at the most segments against its base model: time per segment and peak memory."""
+    config, rows = data["config"], data["rows"]
+    segments = max(config["segments"])
+    armt, base = (per_segment_ms(rows, segments, method) for method in METHODS)
+    peaks = [value(rows, "peak_bytes", segments=segments, method=method) for method in METHODS]
+    memory = None not in peaks
+    ours = f"{armt:.1f} ms / segment" + (f", {mib(peaks[0])} MiB peak" if memory else "")
+    peer = f"{base:.1f} ms / segment" + (f", {mib(peaks[1])} MiB peak" if memory else "")
+    versus = faster(armt, base) + (f", {faster(max(peaks[0], 1), peaks[1], 'less memory', 'more memory')}"
+                                   if memory else "")
+    tokens = segments * data["model"]["segment_size"]
+    return [SummaryRow(f"ARMT inference, {segments} segments of {data['model']['segment_size']} tokens",
+                       f"{config['spec']}, {tokens:,} tokens", ours, "its base model on the whole input", peer, versus)]
+
+
+BENCHMARK = Benchmark(
+    name="armt", description="ARMT segment by segment against its base model on the whole input: time and peak memory",
+    add_arguments=add_arguments, run=run, render=render, summary=summary, memory_cells=memory_cells,
+    memory_probe=memory_probe, smoke={"segments": [2], "overrides": ["armt.segment_size=16"]},
+)

@@ -1,55 +1,69 @@
 """GPU kernel table: our Triton kernels against the field's, forward and forward+backward.
 
-    python benchmarks/gpu_kernels.py                          # CUDA, bf16, T = 2k, 8k, 32k at 64k tokens
-    python benchmarks/gpu_kernels.py --json gpu.json
-    TRITON_INTERPRET=1 python benchmarks/gpu_kernels.py --smoke   # CPU: every row runs, tiny shapes
+    python -m benchmarks gpu_kernels                          # CUDA, bf16, T = 2k, 8k, 32k at 64k tokens
+    TRITON_INTERPRET=1 python -m benchmarks gpu_kernels --smoke   # CPU: every row runs, tiny shapes
 
-Rows (B * T = --tokens, so every row does the same work per token):
-- mLSTM, H=16, Dk=128, Dv=256: ours (backend "triton") vs mlstm_kernels' TFLA Triton kernel
-  (when installed) vs our PyTorch chunkwise backend;
-- SWA, window 128 and 2048, H=16, D=128: ours (backend "triton") vs FlexAttention with a
-  sliding-window block mask (our "flex" backend) vs flash-attn's window (when installed);
+Rows, at B * T = --tokens so that every row does the same work per token:
+- mLSTM, q, k (B, T, H, Dk), v (B, T, H, Dv), H=16, Dk=128, Dv=256: ours (backend "triton") vs
+  mlstm_kernels' TFLA Triton kernel (when installed) vs our PyTorch chunkwise backend;
+- SWA, window 128 and 2048, q, k, v (B, T, H, D), H=16, D=128: ours (backend "triton") vs
+  FlexAttention with a sliding-window block mask (our "flex" backend) vs flash-attn's window
+  (when installed);
 - Gated DeltaNet, H=16, K=128, V=256, through flash-linear-attention (our "fla" backend), for
   reference: it is the maintained kernel we keep.
-
-Each cell is the fastest of a few runs. "vs best peer" is ours / the fastest other kernel of the
-row (the target is <= 1.2). A peer that is missing or fails is shown as such, never silently
-dropped. --smoke shrinks every shape so that the script itself can be checked on a CPU through the
-Triton interpreter (peers that need CUDA are then reported as unavailable).
+A peer that is missing or fails is a row saying so, never silently dropped. Every working cell is
+timed in the same interleaved rounds after two warm-up calls (Triton's compiles and autotuning).
+--smoke shrinks every shape so that the benchmark itself can be checked on a CPU through the
+Triton interpreter (the peers that need CUDA then say so).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
+import os
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from layerzoo.kernels import gated_delta_rule, mlstm, sliding_window_attention
 
-from layerzoo.kernels import gated_delta_rule, mlstm, sliding_window_attention  # noqa: E402
+from .runner.arguments import DTYPES, add_device, add_dtype, add_seq_lens, positive_int
+from .runner.kernel_modes import MODES, kernel_modes
+from .runner.registry import Benchmark
+from .runner.summary import SummaryRow, against_best_peer
+from .runner.tables import markdown_table, ms
+from .runner.timing import Cell, time_cells
 
-from common import markdown_table, timed_runs  # noqa: E402
-
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-
-# A kernel under test, called on the row's inputs. Rows map each peer's name to (runner, "") or,
+OURS = "ours (triton)"
+WARMUP_CALLS = 2
+# A kernel under test, called on the row's inputs; a row maps each peer's name to (runner, "") or,
 # when it cannot run here, (None, why not).
 Runner = Callable[..., torch.Tensor]
 
 
-def mlstm_inputs(batch, length, heads, key_dim, value_dim, dtype, device):
-    """q, k (B, T, H, Dk), v (B, T, H, Dv), gates i, f (B, T, H): typical trained-model ranges."""
-    gen = torch.Generator().manual_seed(0)
-    q, k = (torch.randn(batch, length, heads, key_dim, generator=gen) for _ in range(2))
-    v = torch.randn(batch, length, heads, value_dim, generator=gen)
-    i = torch.randn(batch, length, heads, generator=gen)
-    f = 3 + torch.randn(batch, length, heads, generator=gen)
-    return [t.to(device, dtype if t.dim() == 4 else torch.float32) for t in (q, k, v, i, f)]
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_seq_lens(parser, [2048, 8192, 32768])
+    parser.add_argument("--tokens", type=positive_int, default=65536, help="B * T of every row")
+    parser.add_argument("--windows", type=positive_int, nargs="+", default=[128, 2048])
+    parser.add_argument("--heads", type=positive_int, default=16)
+    parser.add_argument("--key-dim", type=positive_int, default=128, help="mLSTM's and Gated DeltaNet's")
+    parser.add_argument("--value-dim", type=positive_int, default=256, help="mLSTM's and Gated DeltaNet's")
+    parser.add_argument("--head-dim", type=positive_int, default=128, help="SWA's")
+    add_dtype(parser, default="bf16")
+    add_device(parser, default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.set_defaults(reps=10, budget=2.0)
+
+
+def unavailable(args: argparse.Namespace) -> str | None:
+    if args.device.startswith("cuda") or (args.smoke and os.environ.get("TRITON_INTERPRET") == "1"):
+        return None
+    return ("needs a CUDA device (the GPU check: bash benchmarks/gpu_check.sh); "
+            "TRITON_INTERPRET=1 python -m benchmarks gpu_kernels --smoke checks it on a CPU")
+
+
+def needs_cuda(args: argparse.Namespace, runner: Runner) -> tuple[Runner | None, str]:
+    return (runner, "") if args.device.startswith("cuda") else (None, "needs CUDA")
 
 
 def tfla_runner() -> tuple[Runner | None, str]:
@@ -61,8 +75,7 @@ def tfla_runner() -> tuple[Runner | None, str]:
 
     def run(q, k, v, i, f):
         # TFLA lays tensors out (B, H, T, D); the transposes are part of what a caller pays.
-        out = mlstm_chunkwise__xl_chunk(*(t.transpose(1, 2) for t in (q, k, v, i, f)), chunk_size=128)
-        return out.transpose(1, 2)
+        return mlstm_chunkwise__xl_chunk(*(t.transpose(1, 2) for t in (q, k, v, i, f)), chunk_size=128).transpose(1, 2)
 
     return run, ""
 
@@ -75,132 +88,129 @@ def flash_attn_runner(window: int) -> tuple[Runner | None, str]:
     return (lambda q, k, v: flash_attn_func(q, k, v, causal=True, window_size=(window - 1, 0))), ""
 
 
-def time_ms(args, fn: Runner, inputs: list[torch.Tensor]) -> tuple[float, float]:
-    """Best forward and forward+backward milliseconds of fn(*inputs)."""
-    def best(call) -> float:
-        return min(timed_runs(call, args.device, reps=args.reps, budget=args.budget, warmup=args.warmup)) * 1e3
+def kernel_rows(args: argparse.Namespace, batch: int, length: int) -> list[tuple[str, list, torch.Tensor, dict]]:
+    """(kernel, inputs, a gradient of the output, {peer: (runner, why not)}) of every row at T = length."""
+    gen = torch.Generator().manual_seed(0)
+    dtype, device, heads = DTYPES[args.dtype], args.device, args.heads
 
-    with torch.no_grad():
-        forward = best(lambda: fn(*inputs))
-    leaves = [t.detach().requires_grad_(t.is_floating_point()) for t in inputs]
-    grad = torch.randn_like(fn(*leaves))
+    def rand(*shape, scale=1.0, shift=0.0):
+        return scale * torch.randn(*shape, generator=gen) + shift
 
-    def forward_backward():
-        fn(*leaves).backward(grad)
-        for t in leaves:
-            t.grad = None
-
-    return forward, best(forward_backward)
-
-
-def measure(args, peers: dict[str, tuple[Runner | None, str]], inputs) -> dict[str, dict]:
-    cells = {}
-    for name, (fn, why_not) in peers.items():
-        if fn is None:
-            cells[name] = {"error": why_not}
-            continue
-        try:
-            forward, both = time_ms(args, fn, inputs)
-            cells[name] = {"forward_ms": forward, "forward_backward_ms": both}
-        except Exception as error:  # a peer that fails on this machine is reported, not fatal
-            cells[name] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0][:80]}"}
-        if args.device.startswith("cuda"):
-            torch.cuda.empty_cache()
-    return cells
+    mlstm_inputs = [rand(batch, length, heads, args.key_dim), rand(batch, length, heads, args.key_dim),
+                    rand(batch, length, heads, args.value_dim), rand(batch, length, heads),
+                    rand(batch, length, heads, shift=3.0)]  # forget gates near sigmoid(3), as at init
+    mlstm_inputs = [t.to(device, dtype if t.dim() == 4 else torch.float32) for t in mlstm_inputs]
+    rows = [("mLSTM", mlstm_inputs, torch.randn_like(mlstm_inputs[2]), {
+        OURS: (lambda *x: mlstm(*x, backend="triton"), ""), "mlstm_kernels TFLA": tfla_runner(),
+        "ours (PyTorch chunkwise)": (lambda *x: mlstm(*x, backend="chunkwise"), "")})]
+    for window in args.windows:
+        qkv = [rand(batch, length, heads, args.head_dim).to(device, dtype) for _ in range(3)]
+        rows.append((f"SWA w={window}", qkv, torch.randn_like(qkv[0]), {
+            OURS: (lambda q, k, v, w=window: sliding_window_attention(q, k, v, w, backend="triton"), ""),
+            "FlexAttention": needs_cuda(args, lambda q, k, v, w=window: sliding_window_attention(q, k, v, w, backend="flex")),
+            "flash-attn": flash_attn_runner(window)}))
+    q, v = rand(batch, length, heads, args.key_dim), rand(batch, length, heads, args.value_dim)
+    k = F.normalize(rand(batch, length, heads, args.key_dim), dim=-1)
+    g, beta = F.logsigmoid(rand(batch, length, heads, shift=2.0)), torch.rand(batch, length, heads, generator=gen)
+    gdn = [t.to(device, dtype) for t in (q, k, v)] + [t.to(device) for t in (g, beta)]
+    rows.append(("Gated DeltaNet", gdn, torch.randn_like(gdn[2]),
+                 {"fla": needs_cuda(args, lambda *x: gated_delta_rule(*x, backend="fla"))}))
+    return rows
 
 
-def rows(args) -> list[dict]:
-    dtype = DTYPES[args.dtype]
-    tokens = args.tokens
-    heads, key_dim, value_dim, head_dim = (2, 16, 32, 16) if args.smoke else (16, 128, 256, 128)
-    out = []
+def first_error(modes: dict) -> str | None:
+    """Run each mode WARMUP_CALLS times (Triton compiles, autotunes); the first failure, or None."""
+    try:
+        for fn in modes.values():
+            for _ in range(WARMUP_CALLS):
+                fn()
+    except Exception as error:  # a peer that fails on this machine is reported, not fatal
+        return f"{type(error).__name__}: {str(error).splitlines()[0][:80] if str(error) else ''}"
+    return None
+
+
+def run(args: argparse.Namespace) -> dict:
+    cells, errors, peer_order = [], [], []
     for length in args.seq_lens:
-        batch = max(1, tokens // length)
-        inputs = mlstm_inputs(batch, length, heads, key_dim, value_dim, dtype, args.device)
-        peers = {
-            "ours (triton)": (lambda *x: mlstm(*x, backend="triton"), ""),
-            "mlstm_kernels TFLA": tfla_runner(),
-            "ours (PyTorch chunkwise)": (lambda *x: mlstm(*x, backend="chunkwise"), ""),
-        }
-        out.append({"kernel": "mLSTM", "T": length, "B": batch, **measure(args, peers, inputs)})
-        print(f"mLSTM T={length} done", file=sys.stderr, flush=True)
+        batch = max(1, args.tokens // length)
+        for kernel, inputs, grad_out, peers in kernel_rows(args, batch, length):
+            for method, (runner, why_not) in peers.items():
+                labels = {"kernel": kernel, "seq_len": length, "batch": batch, "method": method}
+                peer_order.append(labels)
+                modes = kernel_modes(runner, inputs, grad_out) if runner else {}
+                why_not = why_not or first_error(modes)
+                if why_not:
+                    errors.append({"cell": labels, "error": why_not})
+                    continue
+                cells += [Cell({**labels, "mode": mode}, fn) for mode, fn in modes.items()]
+    rows = errors + time_cells(cells, rounds=args.reps, budget=args.budget, device=args.device)
 
-        for window in args.windows:
-            gen = torch.Generator().manual_seed(0)
-            qkv = [torch.randn(batch, length, heads, head_dim, generator=gen).to(args.device, dtype) for _ in range(3)]
-            fa = flash_attn_runner(window)
-            peers = {
-                "ours (triton)": (lambda q, k, v, w=window: sliding_window_attention(q, k, v, w, backend="triton"), ""),
-                "FlexAttention": (
-                    (lambda q, k, v, w=window: sliding_window_attention(q, k, v, w, backend="flex"), "")
-                    if args.device.startswith("cuda") else (None, "needs CUDA")),
-                "flash-attn": fa,
-            }
-            out.append({"kernel": f"SWA w={window}", "T": length, "B": batch, **measure(args, peers, qkv)})
-            print(f"SWA w={window} T={length} done", file=sys.stderr, flush=True)
+    def declared(row: dict) -> int:  # the matmul first, then the peers in the order the rows list them
+        labels = {key: v for key, v in row["cell"].items() if key != "mode"}
+        return peer_order.index(labels) if labels in peer_order else -1
 
-        gen = torch.Generator().manual_seed(0)
-        q = torch.randn(batch, length, heads, key_dim, generator=gen)
-        k = F.normalize(torch.randn(batch, length, heads, key_dim, generator=gen), dim=-1)
-        v = torch.randn(batch, length, heads, value_dim, generator=gen)
-        g = F.logsigmoid(torch.randn(batch, length, heads, generator=gen) + 2)
-        beta = torch.rand(batch, length, heads, generator=gen)
-        gdn = [t.to(args.device, dtype) for t in (q, k, v)] + [t.to(args.device) for t in (g, beta)]
-        peers = {"fla": ((lambda *x: gated_delta_rule(*x, backend="fla"), "")
-                         if args.device.startswith("cuda") else (None, "needs CUDA"))}
-        out.append({"kernel": "Gated DeltaNet", "T": length, "B": batch, **measure(args, peers, gdn)})
-    return out
+    device = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU (Triton interpreter)"
+    return {"rows": sorted(rows, key=declared), "device_name": device}
 
 
-def markdown(table_rows: list[dict]) -> str:
+def table_keys(rows: list[dict]) -> list[tuple]:
+    """(kernel, T, B) of every table row, in the order they were measured."""
+    return list(dict.fromkeys((row["cell"]["kernel"], row["cell"]["seq_len"], row["cell"]["batch"])
+                              for row in rows if "kernel" in row["cell"]))
+
+
+def peers_of(rows: list[dict], kernel: str, seq_len: int, batch: int) -> dict[str, dict]:
+    """{method: {"forward": s, "forward_backward": s} or {"error": why}} of one table row."""
+    peers = {}
+    for row in rows:
+        cell = row["cell"]
+        if (cell.get("kernel"), cell.get("seq_len"), cell.get("batch")) == (kernel, seq_len, batch):
+            entry = peers.setdefault(cell["method"], {})
+            entry.update({"error": row["error"]} if "error" in row else {cell["mode"]: row["seconds"]})
+    return peers
+
+
+def render(data: dict) -> str:
+    config, rows = data["config"], data["rows"]
     head = ["kernel", "T", "B", "impl", "fwd ms", "fwd+bwd ms", "fwd vs best peer", "fwd+bwd vs best peer"]
     lines = []
-    for row in table_rows:
-        impls = {k: v for k, v in row.items() if isinstance(v, dict)}
-        ours = impls.get("ours (triton)")
-        others = [v for k, v in impls.items() if k != "ours (triton)" and "error" not in v]
-        for name, cell in impls.items():
-            cells = [row["kernel"], str(row["T"]), str(row["B"]), name]
-            if "error" in cell:
-                lines.append(cells + [cell["error"], "", "", ""])
+    for kernel, seq_len, batch in table_keys(rows):
+        peers = peers_of(rows, kernel, seq_len, batch)
+        others = [timed for method, timed in peers.items() if method != OURS and "error" not in timed]
+        for method, timed in peers.items():
+            cells = [kernel, str(seq_len), str(batch), method]
+            if "error" in timed:
+                lines.append(cells + [timed["error"], "", "", ""])
                 continue
-            cells += [f"{cell['forward_ms']:.2f}", f"{cell['forward_backward_ms']:.2f}"]
-            if cell is ours and others and "error" not in ours:
-                for key in ("forward_ms", "forward_backward_ms"):
-                    cells.append(f"{ours[key] / min(o[key] for o in others):.2f}x")
+            cells += [ms(timed[mode], 2) for mode in MODES]
+            if method == OURS and others:
+                cells += [f"{timed[mode] / min(o[mode] for o in others):.2f}x" for mode in MODES]
             else:
                 cells += ["", ""]
             lines.append(cells)
-    return markdown_table(head, lines)
+    caption = (f"{data['device_name']}, {config['dtype']}, B*T = {config['tokens']}, best of {config['reps']} "
+               "interleaved rounds; \"vs best peer\" is ours / the fastest other kernel of the row (the target: <= 1.2)")
+    return f"{caption}\n\n{markdown_table(head, lines)}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seq-lens", type=int, nargs="+", default=[2048, 8192, 32768])
-    parser.add_argument("--tokens", type=int, default=65536, help="B * T of every row")
-    parser.add_argument("--windows", type=int, nargs="+", default=[128, 2048])
-    parser.add_argument("--dtype", choices=DTYPES, default="bf16")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--budget", type=float, default=2.0, help="stop after 3 runs past this many seconds")
-    parser.add_argument("--smoke", action="store_true", help="tiny shapes, to check the script on a CPU")
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    args = parser.parse_args()
-    if args.smoke:
-        args.seq_lens, args.tokens, args.windows = [32, 64], 64, [16]
-        args.reps, args.warmup, args.budget = 1, 0, 0.0
-    elif not args.device.startswith("cuda"):
-        parser.error("the full table needs a CUDA device; use --smoke to check the script on a CPU")
-
-    table_rows = rows(args)
-    name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "CPU (Triton interpreter)"
-    print(f"{name}, {args.dtype}, B*T = {args.tokens}, torch {torch.__version__}")
-    print()
-    print(markdown(table_rows))
-    if args.json:
-        args.json.write_text(json.dumps({"device": name, "config": vars(args), "rows": table_rows}, indent=2, default=str))
+def summary(data: dict) -> list[SummaryRow]:
+    """Ours against the fastest other library's kernel at the longest T, forward and forward+backward."""
+    config, rows = data["config"], data["rows"]
+    result = []
+    for kernel, seq_len, batch in table_keys(rows):
+        if seq_len != max(config["seq_lens"]):
+            continue
+        peers = peers_of(rows, kernel, seq_len, batch)
+        for mode, label in zip(MODES, ("forward", "forward+backward")):
+            result += against_best_peer(f"{kernel} {label} (GPU, {config['dtype']})", f"B{batch} H{config['heads']}, T {seq_len}",
+                                        peers.get(OURS, {}).get(mode),
+                                        {m: t.get(mode) for m, t in peers.items() if not m.startswith("ours")}, digits=2)
+    return result
 
 
-if __name__ == "__main__":
-    main()
+BENCHMARK = Benchmark(
+    name="gpu_kernels", description="Our Triton kernels against the field's on a GPU (mLSTM, SWA; Gated DeltaNet's fla)",
+    add_arguments=add_arguments, run=run, render=render, summary=summary, unavailable=unavailable,
+    packages=("triton", "fla-core", "mlstm_kernels", "flash-attn"),
+    smoke={"seq_lens": [32], "tokens": 32, "windows": [16], "heads": 2, "key_dim": 16, "value_dim": 32, "head_dim": 16},
+)

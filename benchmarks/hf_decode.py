@@ -1,38 +1,35 @@
 """Decoding through transformers' generate() against layerzoo's own: time per token and state per sequence against context length.
 
-    python benchmarks/hf_decode.py                        # swax, swax-gdn, swa-full, transformer at 1k, 4k, 16k, 64k
-    python benchmarks/hf_decode.py --specs swax --lengths 1024 4096 --json decode.json --plot decode.png
+    python -m benchmarks hf_decode                        # swax, swax-gdn, swa-full, transformer at 1k, 4k, 16k, 64k
+    python -m benchmarks hf_decode --specs swax --lengths 1024 4096 --plot decode.png
 
 Every spec is built at d_model 256, 8 layers, vocab 32000 and 4 attention heads (spec overrides,
 SPECS below), fp32, batch 1, no grad, one thread (--threads). At each context length L the
-prompt's first L - 1 tokens are read once, in pieces of --chunk tokens (the prefill column:
-seconds, one run); both loops then continue from that state, greedily: layerzoo's
-generate(state=...) and transformers' generate with a LayerzooCache holding it (its prefix
-caching: the last prompt token is read there). Time per token is the difference between
-generating --tokens + 2 and 2 tokens, over --tokens: what each further token costs, the first
-step and the prompt's handling cancelling. Cells interleave over --reps rounds and the best run
-of each is kept, so a shared machine's busy spells slow both loops alike; the ratio column comes
-from the same rounds. State per sequence: bytes of the mixer states after L tokens, the same
-states in both loops.
+prompt's first L - 1 tokens are read once, in pieces of --chunk tokens (the prefill row:
+seconds, one run, and the bytes of the mixer states it leaves); both loops then continue from
+that state, greedily: layerzoo's generate(state=...) and transformers' generate with a
+LayerzooCache holding it (its prefix caching: the last prompt token is read there). Time per
+token is the difference between generating --tokens + 2 and 2 tokens, over --tokens: what each
+further token costs, the first step and the prompt's handling cancelling. Every spec's and
+length's cells are timed in one set of interleaved rounds.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
+import importlib.util
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from layerzoo.mixers.states import zip_states
 
-import layerzoo  # noqa: E402
-from layerzoo.hf import LayerzooCache, LayerzooForCausalLM  # noqa: E402
-from layerzoo.mixers.states import zip_states  # noqa: E402
-
-from common import interleaved_best_seconds, markdown_table  # noqa: E402
+from .runner.arguments import positive_int
+from .runner.registry import Benchmark
+from .runner.results import value
+from .runner.tables import markdown_table, mib
+from .runner.timing import Cell, time_cells
 
 SIZE = ["model.d_model=256", "model.n_layers=8", "model.vocab_size=32000"]
 SPECS = {
@@ -43,15 +40,33 @@ SPECS = {
     "transformer": ["model.mixers.attention.n_heads=4"],
 }
 FIRST = 2  # tokens both timed calls generate; the difference is --tokens more
+LOOPS = ("layerzoo", "hf")
 
 
-def build(name: str) -> LayerzooForCausalLM:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--specs", nargs="+", default=list(SPECS), choices=list(SPECS))
+    parser.add_argument("--lengths", type=positive_int, nargs="+", default=[1024, 4096, 16384, 65536],
+                        help="context lengths")
+    parser.add_argument("--tokens", type=positive_int, default=32, help="decoded tokens timed per call")
+    parser.add_argument("--chunk", type=positive_int, default=2048, help="prefill piece length")
+    parser.add_argument("--plot", type=Path, help="also draw time and state against context length into this PNG")
+    # One sequence's decoding step is small ops: on a shared machine a second thread mostly waits.
+    parser.set_defaults(reps=3, budget=30.0, threads=1)
+
+
+def unavailable(args: argparse.Namespace) -> str | None:
+    return None if importlib.util.find_spec("transformers") else "needs transformers (pip install 'layerzoo[hf]')"
+
+
+def build(name: str):
+    from layerzoo.hf import LayerzooForCausalLM
+
     torch.manual_seed(0)
     return LayerzooForCausalLM.from_spec(name, SIZE + SPECS[name]).eval()
 
 
 @torch.no_grad()
-def prefill(model: LayerzooForCausalLM, prompt: torch.Tensor, chunk: int) -> list:
+def prefill(model, prompt: torch.Tensor, chunk: int) -> list:
     """The states after the prompt's tokens (1, L), read `chunk` at a time."""
     state = None
     for piece in prompt.split(chunk, dim=1):
@@ -65,9 +80,11 @@ def state_bytes(state: list) -> int:
     return sum(sizes)
 
 
-def decoders(model: LayerzooForCausalLM, prompt: torch.Tensor, state: list, tokens: int) -> dict:
+def decoders(model, prompt: torch.Tensor, state: list, tokens: int) -> dict:
     """{(loop, new tokens): fn} generating FIRST and FIRST + tokens tokens after `prompt` (1, L),
     whose first L - 1 tokens `state` holds."""
+    from layerzoo.hf import LayerzooCache
+
     def layerzoo_loop(n: int):
         return lambda: model.model.generate(prompt[:, -1:], n, state=state)
 
@@ -76,16 +93,62 @@ def decoders(model: LayerzooForCausalLM, prompt: torch.Tensor, state: list, toke
         return lambda: model.generate(prompt, cache=LayerzooCache(state, columns=prompt.shape[1] - 1),
                                       max_new_tokens=n, do_sample=False, pad_token_id=0)
 
-    return {(loop, n): make(n) for loop, make in (("layerzoo", layerzoo_loop), ("hf", hf_loop))
-            for n in (FIRST, FIRST + tokens)}
+    return {(loop, n): make(n) for loop, make in zip(LOOPS, (layerzoo_loop, hf_loop)) for n in (FIRST, FIRST + tokens)}
 
 
-def markdown(rows: list[dict]) -> str:
+def run(args: argparse.Namespace) -> dict:
+    cells, prefills = [], []
+    for name in args.specs:
+        model = build(name)
+        for length in args.lengths:
+            prompt = torch.randint(0, 32000, (1, length), generator=torch.Generator().manual_seed(length))
+            start = time.perf_counter()
+            state = prefill(model, prompt[:, :-1], args.chunk)
+            seconds = time.perf_counter() - start
+            loops = decoders(model, prompt, state, args.tokens)
+            # Both loops decode the same tokens (their first calls also warm them up).
+            longest = FIRST + args.tokens
+            same = loops["hf", longest]()
+            assert torch.equal(same, torch.cat((prompt[:, :-1], loops["layerzoo", longest]()), 1)), name
+            with torch.no_grad():
+                _, after = model.model(prompt[:, -1:], state, return_state=True)
+            prefills.append({"cell": {"spec": name, "context": length, "method": "prefill"}, "seconds": seconds,
+                             "state_bytes": state_bytes(after)})
+            cells += [Cell({"spec": name, "context": length, "method": loop, "tokens": n}, fn)
+                      for (loop, n), fn in loops.items()]
+    rows = prefills + time_cells(cells, rounds=args.reps, budget=args.budget)
+    if args.plot:
+        plot(table_rows({"config": vars(args), "rows": rows}), args.plot)
+    return {"rows": rows}
+
+
+def table_rows(data: dict) -> list[dict]:
+    """Per spec and context: state bytes, prefill seconds and each loop's ms per further token."""
+    config, rows = data["config"], data["rows"]
+    result = []
+    for name in config["specs"]:
+        for length in config["lengths"]:
+            def seconds(method, tokens):
+                return value(rows, "seconds", spec=name, context=length, method=method, tokens=tokens)
+
+            per_token = {loop: (seconds(loop, FIRST + config["tokens"]) - seconds(loop, FIRST)) / config["tokens"] * 1e3
+                         for loop in LOOPS}
+            result.append({"spec": name, "context": length, "prefill_s": value(rows, "seconds", spec=name, context=length,
+                                                                              method="prefill"),
+                           "state_bytes": value(rows, "state_bytes", spec=name, context=length, method="prefill"),
+                           **{f"{loop}_ms": ms for loop, ms in per_token.items()}})
+    return result
+
+
+def render(data: dict) -> str:
+    config = data["config"]
     head = ["spec", "context", "state MiB / sequence", "prefill s", "layerzoo ms / token", "HF ms / token", "HF / layerzoo"]
-    return markdown_table(head, [
-        [row["spec"], f"{row['context']:,}", f"{row['state_bytes'] / 2**20:.2f}", f"{row['prefill_s']:.1f}",
-         f"{row['layerzoo_ms']:.2f}", f"{row['hf_ms']:.2f}", f"{row['hf_ms'] / row['layerzoo_ms']:.2f}x"]
-        for row in rows])
+    table = [[row["spec"], f"{row['context']:,}", mib(row["state_bytes"], 2), f"{row['prefill_s']:.1f}",
+              f"{row['layerzoo_ms']:.2f}", f"{row['hf_ms']:.2f}", f"{row['hf_ms'] / row['layerzoo_ms']:.2f}x"]
+             for row in table_rows(data)]
+    caption = (f"{', '.join(config['specs'])} at {' '.join(SIZE)}, 4 attention heads; fp32, batch 1, greedy; "
+               f"{config['tokens']} tokens timed per cell, best of {config['reps']} interleaved rounds")
+    return f"{caption}\n\n{markdown_table(head, table)}"
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -112,52 +175,8 @@ def plot(rows: list[dict], path: Path) -> None:
     figure.savefig(path, dpi=100)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--specs", nargs="+", default=list(SPECS), choices=list(SPECS))
-    parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 4096, 16384, 65536])
-    parser.add_argument("--tokens", type=int, default=32, help="decoded tokens timed per call (default 32)")
-    parser.add_argument("--chunk", type=int, default=2048, help="prefill piece length (default 2048)")
-    parser.add_argument("--reps", type=int, default=3, help="interleaved rounds; the best run of each cell counts")
-    parser.add_argument("--budget", type=float, default=30.0, help="stop repeating a cell past this many seconds")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (default 1: one sequence's decoding step is small ops, and on a shared "
-                             "machine a second thread mostly waits)")
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--plot", type=Path, help="also draw time and state against context length into this PNG")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    started = time.perf_counter()
-    rows = []
-    for name in args.specs:
-        model = build(name)
-        for length in args.lengths:
-            prompt = torch.randint(0, 32000, (1, length), generator=torch.Generator().manual_seed(length))
-            start = time.perf_counter()
-            state = prefill(model, prompt[:, :-1], args.chunk)
-            prefill_s = time.perf_counter() - start
-            cells = decoders(model, prompt, state, args.tokens)
-            same = cells["hf", FIRST + args.tokens]()
-            assert torch.equal(same, torch.cat((prompt[:, :-1], cells["layerzoo", FIRST + args.tokens]()), 1)), name
-            best = interleaved_best_seconds(cells, args.reps, args.budget, "cpu")
-            per_token = {loop: (best[loop, FIRST + args.tokens] - best[loop, FIRST]) / args.tokens * 1e3
-                         for loop in ("layerzoo", "hf")}
-            with torch.no_grad():
-                _, after = model.model(prompt[:, -1:], state, return_state=True)
-            rows.append({"spec": name, "context": length, "state_bytes": state_bytes(after), "prefill_s": prefill_s,
-                         "layerzoo_ms": per_token["layerzoo"], "hf_ms": per_token["hf"]})
-            print(f"{name} at {length} done", file=sys.stderr, flush=True)
-    took = time.perf_counter() - started
-    print(f"{', '.join(args.specs)} at {' '.join(SIZE)}, 4 attention heads; fp32, batch 1, greedy, "
-          f"{torch.get_num_threads()} threads; {args.tokens} tokens timed per cell, best of {args.reps} interleaved "
-          f"rounds; the run took {took / 60:.1f} min\n")
-    print(markdown(rows))
-    if args.json:
-        args.json.write_text(json.dumps({"config": {k: str(v) for k, v in vars(args).items()}, "torch": torch.__version__,
-                                         "rows": rows, "seconds": took}, indent=2))
-    if args.plot:
-        plot(rows, args.plot)
-
-
-if __name__ == "__main__":
-    main()
+BENCHMARK = Benchmark(
+    name="hf_decode", description="Decoding through transformers' generate against layerzoo's: ms per token, state size",
+    add_arguments=add_arguments, run=run, render=render, unavailable=unavailable, packages=("transformers",),
+    smoke={"specs": ["swax"], "lengths": [16], "tokens": 2, "chunk": 8},
+)
