@@ -6,12 +6,19 @@ from hypothesis import given, strategies as st
 
 import layerzoo
 from layerzoo.testing import (
-    assert_close, check_dtypes, check_empty_inputs, check_gradients, check_packing, check_padding, check_reentrant,
-    check_shapes, check_state_size, make_mixer, mixer_inputs, mixer_specs, run_in_pieces, sequence_splits,
+    assert_close, check_dtypes, check_empty_inputs, check_gradients, check_mixer, check_packing, check_padding,
+    check_reentrant, check_shapes, check_state_size, make_mixer, mixer_inputs, mixer_specs, run_in_pieces,
+    sequence_splits,
 )
 
 MIXERS = layerzoo.list_mixers()
 D_MODEL = 32
+
+
+@pytest.mark.parametrize("name", MIXERS)
+def test_every_mixer_passes_check_mixer_against_its_reference_backend(name):
+    report = check_mixer(name, reference="reference")
+    assert {"causality", "reference", "decoding after a prefill", "init_state"} <= set(report.checks)
 
 
 @pytest.mark.parametrize("name", MIXERS)

@@ -1,14 +1,11 @@
-"""Contract checks any registered mixer must pass; the project runs them over the whole registry.
-
-Run them on your own mixer after registering it::
-
-    from layerzoo.testing import check_mixer
-    check_mixer("my_mixer")              # or check_mixer(MyMixer, d_model=32, n_heads=2)
+"""The mixer contract's checks, one function each, on a mixer and an input; `check_mixer`
+(mixer_suite.py) runs them all, on drawn inputs too. The project runs them over the whole registry.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import copy
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
@@ -115,6 +112,73 @@ def check_state_size(mixer: torch.nn.Module, x: torch.Tensor) -> None:
         raise AssertionError(f"state_size decreases with length: {sizes}")
 
 
+def check_state_contract(mixer: torch.nn.Module, x: torch.Tensor,
+                         dtypes: Sequence[torch.dtype] = (torch.float32, torch.bfloat16)) -> None:
+    """In each dtype (of the weights and the input), init_state(B) is the state a call returns, in
+    kind: the same tensors with the same dtypes, devices and batch (B rows first); and
+    state_size(0) is the size of an empty state."""
+    batch = x.shape[0]
+    for dtype in dtypes:
+        module = mixer if dtype == x.dtype else copy.deepcopy(mixer).to(dtype)
+        _, returned = module(x.to(dtype), return_state=True)
+        got, want = tensors_in(module.init_state(batch)), tensors_in(returned)
+        if len(got) != len(want):
+            raise AssertionError(f"{dtype}: init_state({batch}) holds {len(got)} tensors, a returned state {len(want)}")
+        for index, (a, b) in enumerate(zip(got, want)):
+            if (a.dtype, a.device) != (b.dtype, b.device) or a.shape[:1] != b.shape[:1]:
+                raise AssertionError(f"{dtype}: init_state({batch}) tensor {index} is {tuple(a.shape)} {a.dtype} on "
+                                     f"{a.device}, a returned state's {tuple(b.shape)} {b.dtype} on {b.device}")
+    _, empty = mixer(x[:, :0], return_state=True)
+    if state_numel(empty) // max(batch, 1) != mixer.state_size(0):
+        raise AssertionError(f"state_size(0) = {mixer.state_size(0)} but an empty state holds "
+                             f"{state_numel(empty) // max(batch, 1)} elements per sequence")
+
+
+def check_causality(mixer: torch.nn.Module, x: torch.Tensor, position: int) -> None:
+    """Changing the tokens from `position` on leaves every earlier output bit-identical: in one
+    call, in a padded batch (attention_mask) and in packed sequences (cu_seqlens), so a leak
+    through the mixer's own chunking, padding or packing shows too."""
+    changed = x.clone()
+    changed[:, position:] = torch.randn(changed[:, position:].shape, generator=torch.Generator().manual_seed(11)).to(x.dtype)
+    head = slice(0, position)
+    if not torch.equal(mixer(changed)[:, head], mixer(x)[:, head]):
+        raise AssertionError(f"changing the tokens from position {position} on changed an earlier output")
+    mask = torch.ones(x.shape[:2], dtype=torch.long)
+    mask[0, :1] = 0  # a padded batch: row 0 starts one token later
+    if x.shape[1] > 1 and not torch.equal(mixer(changed, attention_mask=mask)[:, head], mixer(x, attention_mask=mask)[:, head]):
+        raise AssertionError(f"in a padded batch, changing the tokens from position {position} on changed an earlier output")
+    rows = x.shape[0]
+    offsets = torch.arange(0, rows * x.shape[1] + 1, x.shape[1])
+    packed = mixer(x.reshape(1, -1, x.shape[-1]), cu_seqlens=offsets).reshape(x.shape)
+    packed_changed = mixer(changed.reshape(1, -1, x.shape[-1]), cu_seqlens=offsets).reshape(x.shape)
+    if not torch.equal(packed_changed[:, head], packed[:, head]):
+        raise AssertionError(f"in packed sequences, changing the tokens from position {position} of each on "
+                             "changed an earlier output (of its own sequence or of one before it)")
+
+
+def check_batch_independence(mixer: torch.nn.Module, x: torch.Tensor) -> None:
+    """Each row's output is its own: the same alone, in the batch, and in the batch reversed."""
+    together = mixer(x)
+    reversed_rows = mixer(x.flip(0)).flip(0)
+    for index in range(x.shape[0]):
+        alone = mixer(x[index:index + 1])[0]
+        assert_close(together[index], alone, x.dtype, what=f"row {index} in a batch of {x.shape[0]} against alone")
+        assert_close(reversed_rows[index], alone, x.dtype, what=f"row {index} in the batch reversed against alone")
+
+
+def check_reference(mixer: torch.nn.Module, x: torch.Tensor, reference: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor],
+                    dtypes: Sequence[torch.dtype] = (torch.float64, torch.float32, torch.bfloat16)) -> None:
+    """The mixer against a reference of what it computes, `reference(mixer, x) -> y`, which is
+    called on copies in fp64: for each dtype, the mixer in that dtype (weights and input) against
+    the reference on the same values in fp64, at the dtype's tolerance. A mixer that computes in
+    less precision than its inputs (bf16 inside an fp32 call) fails at fp32."""
+    for dtype in dtypes:
+        low = copy.deepcopy(mixer).to(dtype)
+        x_low = x.to(dtype)
+        expected = reference(copy.deepcopy(low).double(), x_low.double())
+        assert_close(low(x_low).double(), expected, dtype, what=f"{dtype} output against the reference in fp64")
+
+
 def check_gradients(mixer: torch.nn.Module, x: torch.Tensor) -> None:
     """Backward through one call and through a streamed call gives finite gradients everywhere."""
     x = x.detach().clone().requires_grad_(True)
@@ -196,21 +260,3 @@ def check_dtypes(mixer: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype = t
     if y.dtype != dtype:
         raise AssertionError(f"{dtype} input gave a {y.dtype} output")
     assert_close(y.float(), reference, dtype, what=f"{dtype} output vs fp32", scale=3)
-
-
-def check_mixer(mixer: str | type, d_model: int = 32, batch: int = 2, length: int = 13, seed: int = 0,
-                pieces: list[int] | None = None, **options: Any) -> None:
-    """All contract checks on one mixer (a registered name or a class) at small sizes."""
-    module = make_mixer(mixer, d_model, seed, **options)
-    x = torch.randn(batch, length, d_model, generator=torch.Generator().manual_seed(seed))
-    with torch.no_grad():
-        check_shapes(module, x)
-        check_empty_inputs(module, x)
-        check_streaming(module, x, pieces or [1, length // 2, length - length // 2 - 1])
-        check_reentrant(module, x)
-        check_state_size(module, x)
-        check_dtypes(module, x)
-        lengths = [max(length - 3 - 2 * index, 1) for index in range(batch)]
-        check_padding(module, x, lengths)
-        check_packing(module, x, lengths)
-    check_gradients(module, x)

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+import hypothesis
 import torch
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from .reports import Report, bounded_settings, failing_check, shapes_of
 from .tolerances import assert_close
 from .trees import map_tensors, tensors_in
 
@@ -77,6 +80,8 @@ class KernelFamily:
         final states.
     joined_states(states): the final state of a packed call, from the final states of one call
         per sequence (default: their tensors concatenated, a row per sequence).
+    reference: the backend that is the family's truth (a step loop, a dense mask), which the
+        others are compared with in fp64; None for a family without one.
     """
 
     name: str
@@ -89,6 +94,7 @@ class KernelFamily:
     checked_state: Callable[[Any], Any] | None = _whole
     packs: bool = True
     joined_states: Callable[[list[Any]], Any] = _rows_joined
+    reference: str | None = "reference"
 
 
 @st.composite
@@ -149,6 +155,50 @@ def check_kernel_empty_inputs(family: KernelFamily, case: KernelCase, backend: s
     sum(t.double().sum() for t in tensors_in(passed_on) if t.requires_grad).backward()
     if any(t.requires_grad and t.grad is None for t in tensors_in(leaves)):
         raise AssertionError(f"{family.name} {backend}: no gradient reaches the initial state through a call of T = 0")
+
+
+def check_kernel_reference(family: KernelFamily, case: KernelCase, backend: str) -> None:
+    """The backend against the family's reference backend run in fp64 on the same values: the
+    output, the final state and the gradients of every input and of the initial state, at the
+    tolerance of the case's dtype (gradients, sums of many rounded products, at 10x), so a kernel
+    that computes something else (a scale ignored, a gate off by one) or in less precision than
+    its inputs fails."""
+    if family.reference is None:
+        return
+    dtype = next(iter(case.inputs.values())).dtype
+    what = f"{family.name} {backend} against {family.reference} in fp64"
+    truth = _outputs_and_gradients(family, case, family.reference, torch.float64)
+    got = _outputs_and_gradients(family, case, backend, None, like=truth[1])
+    assert_close(got[0], truth[0], dtype, what=f"{what}: output")
+    for index, (a, b) in enumerate(zip(family.comparable(got[1], truth[1]), family.comparable(truth[1], truth[1]))):
+        assert_close(a, b, dtype, what=f"{what}: final state [{index}]", scale=10)
+    for name, expected in truth[2].items():
+        if (got[2][name] is None) != (expected is None):
+            raise AssertionError(f"{what}: the gradient of {name} is {'missing' if got[2][name] is None else 'unexpected'}")
+        if expected is not None:
+            assert_close(got[2][name], expected, dtype, what=f"{what}: the gradient of {name}", scale=10)
+
+
+def _outputs_and_gradients(family: KernelFamily, case: KernelCase, backend: str, to: torch.dtype | None,
+                           like: Any = None) -> tuple[torch.Tensor, Any, dict[str, torch.Tensor | None]]:
+    """(output, final state, {input or initial state tensor: its gradient}) of one call on the
+    case's values (in `to`, when given), the gradients of a fixed random weighting of the output
+    and the final state (compared as family.comparable(final, like), like default the final state)."""
+    def leaf(t: torch.Tensor) -> torch.Tensor:
+        t = t.to(to) if to is not None and t.is_floating_point() else t
+        return t.detach().clone().requires_grad_(t.is_floating_point())
+
+    inputs = {name: leaf(t) for name, t in case.inputs.items()}
+    state = map_tensors(leaf, case.state)
+    out, final = family.run(inputs, state, backend, case.options)
+    targets = [out, *family.comparable(final, final if like is None else like)]
+    generator = torch.Generator().manual_seed(0)
+    loss = sum((t.double() * torch.randn(t.shape, generator=generator, dtype=torch.float64).to(t.device)).sum()
+               for t in targets)
+    if loss.requires_grad:
+        loss.backward()
+    named = {**inputs, **{f"initial state [{i}]": t for i, t in enumerate(tensors_in(state))}}
+    return out.detach(), map_tensors(torch.Tensor.detach, final), {name: t.grad for name, t in named.items()}
 
 
 # Memory layouts with the values of a (B, T, ...) tensor: every other element of a wider last dim,
@@ -324,27 +374,51 @@ OFFSETS_MUTATIONS: dict[str, Callable[[torch.Tensor], Any]] = {
 
 def check_kernel_family(family: KernelFamily, backend: str, dtypes: Sequence[torch.dtype] | None = None,
                         max_batch: int = 2, max_length: int = 12, max_examples: int | None = None,
-                        max_sequences: int = 3) -> None:
-    """All kernel checks on one backend of a family, on cases of up to max_batch sequences (up to
-    max_sequences packed ones) of up to max_length tokens in `dtypes` (default family.dtypes),
-    over max_examples examples (default: the active hypothesis settings profile's)."""
-    sizes = {"dtypes": dtypes, "max_batch": max_batch, "max_length": max_length}
+                        max_sequences: int = 3, settings: hypothesis.settings | None = None) -> Report:
+    """All kernel checks on one backend of a family (against the family's reference backend too),
+    on cases of up to max_batch sequences (up to max_sequences packed ones) of up to max_length
+    tokens in `dtypes` (default family.dtypes).
 
-    @settings(deadline=None, max_examples=max_examples or settings.default.max_examples)
+    Runs under `settings` when given (yours to choose), else under the active hypothesis
+    profile's max_examples (or max_examples) with no deadline and no shrinking: a failure is
+    reported at its first example, as one AssertionError naming the check, the case's shapes and
+    what differed. Returns (and prints) a one-line report of what was checked.
+    """
+    sizes = {"dtypes": dtypes, "max_batch": max_batch, "max_length": max_length}
+    checked = ["streaming", "empty inputs", "layouts", "bad inputs", "gradients"]
+    checked += ["reference"] if family.reference is not None else []
+    checked += ["packed", "bad offsets"] if family.packs else []
+    start = time.perf_counter()
+
     @given(data=st.data())
     def checks(data):
         case = data.draw(kernel_cases(family, **sizes))
-        check_kernel_streaming(family, case, backend, data.draw(st.integers(0, _length(case))))
-        check_kernel_empty_inputs(family, case, backend)
-        check_kernel_layouts(family, case, backend)
-        check_kernel_bad_inputs(family, case, backend)
-        check_kernel_gradients(family, data.draw(kernel_cases(family, min_length=2, initial_state=True, **sizes)), backend)
+        split = data.draw(st.integers(0, _length(case)))
+        with _named("streaming", family, backend, case):
+            check_kernel_streaming(family, case, backend, split)
+        with _named("empty inputs", family, backend, case):
+            check_kernel_empty_inputs(family, case, backend)
+        with _named("layouts", family, backend, case):
+            check_kernel_layouts(family, case, backend)
+        with _named("bad inputs", family, backend, case):
+            check_kernel_bad_inputs(family, case, backend)
+        case = data.draw(kernel_cases(family, min_length=2, initial_state=True, **sizes))
+        with _named("gradients", family, backend, case):
+            check_kernel_gradients(family, case, backend)
+        if family.reference is not None:
+            with _named("reference", family, backend, case):
+                check_kernel_reference(family, case, backend)
         if family.packs:
             case, lengths = data.draw(packed_cases(family, dtypes, max_sequences, max_length))
-            check_kernel_packed(family, case, backend, lengths, data.draw(st.sampled_from([torch.int32, torch.int64])))
-            check_kernel_bad_offsets(family, case, backend, lengths)
+            offsets_dtype = data.draw(st.sampled_from([torch.int32, torch.int64]))
+            with _named(f"packed {list(lengths)}", family, backend, case):
+                check_kernel_packed(family, case, backend, lengths, offsets_dtype)
+                check_kernel_bad_offsets(family, case, backend, lengths)
 
-    checks()
+    runs = settings or bounded_settings(max_examples)
+    runs(checks)()
+    return Report(f"check_kernel_family({family.name}, {backend!r})", checked, runs.max_examples,
+                  time.perf_counter() - start).printed()
 
 
 def _runner(family: KernelFamily, case: KernelCase, backend: str):
@@ -388,3 +462,9 @@ def _expect_value_error(family: KernelFamily, backend: str, what: str, inputs: A
     except Exception as error:
         raise AssertionError(f"{what}: {type(error).__name__} instead of a one-line ValueError: {error}") from error
     raise AssertionError(f"{what}: no error")
+
+
+def _named(check: str, family: KernelFamily, backend: str, case: KernelCase):
+    """Failures inside the block reported as the check's, with the case's shapes."""
+    return failing_check(f"{family.name} {backend}: {check}",
+                         f"inputs {shapes_of(case.inputs)}, initial state {shapes_of(case.state)}, options {case.options}")

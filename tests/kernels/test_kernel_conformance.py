@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from layerzoo.testing import (
     check_kernel_bad_inputs, check_kernel_bad_offsets, check_kernel_empty_inputs, check_kernel_family,
-    check_kernel_gradients, check_kernel_layouts, check_kernel_packed, check_kernel_streaming, kernel_cases,
-    packed_cases,
+    check_kernel_gradients, check_kernel_layouts, check_kernel_packed, check_kernel_reference, check_kernel_streaming,
+    kernel_cases, packed_cases,
 )
 
 from tests.helpers.families import AUTO, BACKENDS, TRITON_BACKENDS
@@ -61,6 +61,14 @@ def test_bad_shapes_and_dtypes_get_one_line_errors(backend, data):
     case = data.draw(kernel_cases(backend.family, max_length=2))  # checked before any backend runs
     with backend.context():
         check_kernel_bad_inputs(backend.family, case, backend.name)
+
+
+@pytest.mark.parametrize("backend", BACKENDS + AUTO, ids=str)
+@given(data=st.data())
+def test_every_backend_agrees_with_the_reference_in_fp64(backend, data):
+    case = data.draw(kernel_cases(backend.family, min_length=2))
+    with backend.context():
+        check_kernel_reference(backend.family, case, backend.name)
 
 
 PACKING = [backend for backend in BACKENDS + AUTO if backend.family.packs]

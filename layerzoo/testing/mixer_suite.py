@@ -1,0 +1,142 @@
+"""`check_mixer`: every contract check on one mixer, on a fixed input and on inputs hypothesis draws.
+
+Run it on your own mixer after registering it (it needs the `test` extra, for hypothesis)::
+
+    from layerzoo.testing import check_mixer
+    check_mixer("my_mixer")                        # or check_mixer(MyMixer, d_model=32, n_heads=2)
+    check_mixer("my_mixer", reference=my_dense)    # and against what it should compute, in fp64
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import hypothesis
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ..registry import get_mixer, read_options
+from .conformance import (
+    check_batch_independence, check_causality, check_dtypes, check_empty_inputs, check_gradients, check_packing,
+    check_padding, check_reentrant, check_reference, check_shapes, check_state_contract, check_state_size,
+    check_streaming, make_mixer, prefill_then_decode,
+)
+from .reports import Report, bounded_settings, failing_check
+from .strategies import sequence_splits
+
+Reference = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]
+WIDTHS = (16, 24, 32, 48, 64)  # the d_model hypothesis draws from, those the options allow
+
+
+def check_mixer(mixer: str | type, d_model: int | None = None, batch: int = 2, length: int = 13, seed: int = 0,
+                pieces: list[int] | None = None, reference: str | Reference | None = None,
+                settings: hypothesis.settings | None = None, max_examples: int | None = None, **options: Any) -> Report:
+    """All contract checks on one mixer: a registered name (with its test options) or a class,
+    with `options` on top.
+
+    First on one input (batch x length tokens of width d_model, default 32): shapes and dtypes,
+    calls without tokens, streaming in `pieces` and in a prefill followed by one-token calls,
+    re-entrant states, state sizes (state_size(0) too) and init_state, causality (bit-identical
+    earlier outputs, padded and packed too), batch composition, bf16, padded and packed batches,
+    gradients. Then again under hypothesis on drawn widths, batches, lengths, splits into pieces
+    and positions, under `settings` when given (yours to choose), else the active profile's
+    max_examples (or max_examples) without deadline or shrinking.
+
+    reference: what the mixer should compute, compared in fp64 and at each dtype's tolerance
+    (so silent low-precision compute fails): a callable reference(mixer, x) -> y, or the name of a
+    backend (the same mixer, same weights, on that backend: "reference" for the built-ins).
+    Raises one AssertionError naming the check and the input it failed on; returns (and prints)
+    a one-line report of what was checked.
+    """
+    cls, options = resolved(mixer, options)
+    name = cls.registry_name or cls.__name__
+    started = time.perf_counter()
+    compare = as_reference(cls, options, reference, seed)
+    checked = run_checks(cls, options, d_model or 32, batch, length, seed, pieces, compare)
+    widths = [d_model] if d_model is not None else [width for width in WIDTHS if fits(cls, options, width)]
+    runs = settings or bounded_settings(max_examples)
+
+    @given(width=st.sampled_from(widths), rows=st.integers(1, 3), data=st.data())
+    def drawn(width, rows, data):
+        tokens = data.draw(st.integers(1, 24), label="length")
+        run_checks(cls, options, width, rows, tokens, data.draw(st.integers(0, 2**16), label="seed"),
+                   data.draw(sequence_splits(tokens), label="pieces"), compare, position=data.draw(st.integers(0, tokens - 1)),
+                   lengths=data.draw(st.lists(st.integers(1, tokens), min_size=rows, max_size=rows), label="lengths"),
+                   full=False)
+
+    runs(drawn)()
+    return Report(f"check_mixer({name!r})", checked, runs.max_examples, time.perf_counter() - started).printed()
+
+
+def resolved(mixer: str | type, options: dict[str, Any]) -> tuple[type, dict[str, Any]]:
+    """The class and its options: a registered name's test options under the given ones."""
+    if isinstance(mixer, str):
+        entry = get_mixer(mixer)
+        return entry.cls, {**entry.test_options, **options}
+    return mixer, dict(options)
+
+
+def fits(cls: type, options: dict[str, Any], d_model: int) -> bool:
+    """Whether the options build the mixer at width d_model."""
+    try:
+        read_options(cls, options).check(d_model)
+    except ValueError:
+        return False
+    return True
+
+
+def as_reference(cls: type, options: dict[str, Any], reference: str | Reference | None, seed: int) -> Reference | None:
+    """A reference(mixer, x) -> y from check_mixer's argument: a backend name is the same mixer,
+    its weights copied, on that backend."""
+    if reference is None or callable(reference):
+        return reference
+
+    def on_backend(mixer: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        twin = make_mixer(cls, mixer.d_model, seed, **{**options, "backend": reference}).to(x.dtype)
+        twin.load_state_dict(mixer.state_dict())
+        return twin(x)
+
+    return on_backend
+
+
+def run_checks(cls: type, options: dict[str, Any], d_model: int, batch: int, length: int, seed: int,
+               pieces: list[int] | None, reference: Reference | None, position: int | None = None,
+               lengths: list[int] | None = None, full: bool = True) -> list[str]:
+    """Every check on one input; returns the checks' names. full: also the checks whose result does
+    not depend on the input's shape enough to draw them (empty inputs, bf16, gradients...)."""
+    mixer = make_mixer(cls, d_model, seed, **options)
+    x = torch.randn(batch, length, d_model, generator=torch.Generator().manual_seed(seed))
+    example = f"x {tuple(x.shape)} (seed {seed}) with options {options}"
+    lengths = lengths or [max(length - 3 - 2 * index, 1) for index in range(batch)]
+    splits = pieces or [1, length // 2, length - length // 2 - 1]
+    prefill = prefill_then_decode(length, max(length - 3, 1), max(length // 2, 1))
+    position = length // 2 if position is None else position
+    checks: dict[str, Callable[[], None]] = {
+        "shapes": lambda: check_shapes(mixer, x),
+        "streaming": lambda: check_streaming(mixer, x, [piece for piece in splits if piece]),
+        "decoding after a prefill": lambda: check_streaming(mixer, x, prefill),
+        "causality": lambda: check_causality(mixer, x, position),
+        "batch composition": lambda: check_batch_independence(mixer, x),
+        "padding": lambda: check_padding(mixer, torch.cat((x, x[:, :3]), dim=1), lengths),
+        "packing": lambda: check_packing(mixer, torch.cat((x, x[:, :3]), dim=1), lengths),
+    }
+    if reference is not None:
+        checks["reference"] = lambda: check_reference(mixer, x, reference)
+    if full:
+        checks |= {
+            "empty inputs": lambda: check_empty_inputs(mixer, x),
+            "re-entrant states": lambda: check_reentrant(mixer, x),
+            "state sizes": lambda: check_state_size(mixer, x),
+            "init_state": lambda: check_state_contract(mixer, x),
+            "bf16": lambda: check_dtypes(mixer, x),
+        }
+    for check_name, check in checks.items():
+        with failing_check(f"{cls.__name__}: {check_name}", example), torch.no_grad():
+            check()
+    if full:
+        with failing_check(f"{cls.__name__}: gradients", example):
+            check_gradients(mixer, x)
+        return [*checks, "gradients"]
+    return list(checks)
