@@ -34,7 +34,8 @@ from .config import LayerzooConfig
 from .errors import HFError
 
 IGNORE_INDEX = -100  # labels not scored: transformers' and torch's convention
-# transformers 5.x renamed the output's `past_key_values` to `cache`: fill whichever it has
+# transformers 5.24 renamed `past_key_values` to `cache` (the outputs' field, generate's keyword):
+# use whichever this version has
 CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
@@ -175,7 +176,7 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
                 raise HFError(f"LayerzooForCausalLM takes a LayerzooCache of its mixers' states, got {type(given).__name__}")
             given._is_user_defined = True  # transformers' mark: the cache outlives generate
         elif generation_config.use_cache is not False:
-            model_kwargs["cache"] = LayerzooCache(n_layers=len(self.model.blocks))
+            model_kwargs[CACHE_FIELD] = LayerzooCache(n_layers=len(self.model.blocks))
 
 
 def piece_mask(attention_mask: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | None:

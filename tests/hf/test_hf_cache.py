@@ -6,14 +6,14 @@ import torch
 from layerzoo.hf import LayerzooCache
 from layerzoo.mixers.states import select_streams
 
-from tests.helpers.hf_inputs import prompts
+from tests.helpers.hf_inputs import cache_of, prompts
 
 
 def test_reordered_rows_continue_as_the_rows_they_came_from(hf_model):
     ids = torch.stack(prompts([6, 6, 6], hf_model.config.vocab_size))
     step = torch.tensor([[3], [5], [7]])
     with torch.no_grad():
-        cache = hf_model(ids).cache
+        cache = cache_of(hf_model(ids))
         states = cache.states
         cache.reorder_cache(torch.tensor([2, 0, 0]))
         assert cache.batch_size == 3
@@ -26,7 +26,7 @@ def test_reordered_rows_continue_as_the_rows_they_came_from(hf_model):
 def test_select_and_repeat_take_and_copy_rows(swax):
     ids = torch.stack(prompts([4, 4], swax.config.vocab_size))
     with torch.no_grad():
-        cache = swax(ids).cache
+        cache = cache_of(swax(ids))
         first = LayerzooCache([select_streams(layer, 0, 1) for layer in cache.states], columns=4)
         cache.batch_select_indices(torch.tensor([0]))
         first.batch_repeat_interleave(2)

@@ -54,6 +54,7 @@ def test_export_writes_the_checkpoints_weights_and_the_runs_tokenizer(exported):
 
 
 def test_lm_eval_runs_a_local_task_on_the_exported_folder(exported, tmp_path):
+    pytest.importorskip("lm_eval", reason="lm-evaluation-harness is the eval extra's")
     _, folder = exported
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(doc) + "\n" for doc in [

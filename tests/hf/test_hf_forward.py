@@ -11,7 +11,7 @@ from layerzoo.kernels.sliding_window import sliding_window_mask
 from layerzoo.mixers.attention import CausalAttention
 from layerzoo.testing import assert_close, padded_batch
 
-from tests.helpers.hf_inputs import prompts
+from tests.helpers.hf_inputs import cache_of, prompts
 
 GREEDY = {"do_sample": False, "pad_token_id": 0}
 
@@ -80,7 +80,7 @@ def test_attention_weights_are_each_attention_layers_softmax(hf_model):
                 assert_close(total, torch.ones_like(total))
             else:
                 assert bool((total <= 1 + 1e-6).all())
-        cache = out.cache if "cache" in out else out.past_key_values
+        cache = cache_of(out)
         step = hf_model(ids[:, :1], cache=cache, output_attentions=True).attentions
         assert [weights.shape[-2:] for weights in step] == [(1, 9)] * len(layers)
         assert hf_model(ids).attentions is None

@@ -10,7 +10,7 @@ from layerzoo.testing import padded_batch
 from layerzoo.training.evaluation.evaluate import score
 from layerzoo.tasks import Batch
 
-from tests.helpers.hf_inputs import prompts
+from tests.helpers.hf_inputs import cache_of, prompts
 
 GREEDY = {"do_sample": False, "pad_token_id": 0}
 
@@ -96,7 +96,7 @@ def test_labels_give_layerzoos_loss(swax):
 def test_crop_and_foreign_caches_are_one_line_errors(swax):
     ids = prompts([5], swax.config.vocab_size)[0][None]
     out = swax.generate(ids, max_new_tokens=2, return_dict_in_generate=True, **GREEDY)
-    cache = out.cache if "cache" in out else out.past_key_values
+    cache = cache_of(out)
     assert isinstance(cache, LayerzooCache) and cache.get_seq_length() == ids.shape[1] + 1
     cache.crop(0)  # nothing to remove: allowed
     with pytest.raises(ValueError, match=r"^LayerzooCache.crop: .*cannot remove its last 1 tokens[^\n]*$"):

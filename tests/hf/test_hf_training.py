@@ -71,6 +71,7 @@ def trained(folder, *, batch: int = 2, accumulation: int = 2, steps: int = 4, st
 
 
 def test_the_trainer_accumulates_gradients_saves_and_resumes(tmp_path):
+    pytest.importorskip("accelerate", reason="transformers' Trainer needs accelerate")
     whole = trained(tmp_path / "whole")
     assert (tmp_path / "whole" / "checkpoint-4" / "model.safetensors").exists()
     trained(tmp_path / "resumed", stop=2)
