@@ -28,10 +28,10 @@ from tests.helpers.mlstm_cases import check_against_truth, mlstm_case
 
 # Where the kernels run: CPU under the interpreter, else CUDA.
 DEVICE = "cpu" if triton_can_run(torch.zeros(1)) else "cuda"
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(
     importlib.util.find_spec("triton") is None or (DEVICE == "cuda" and not torch.cuda.is_available()),
     reason="needs triton, and CUDA or TRITON_INTERPRET=1",
-)
+), pytest.mark.usefixtures("nan_filled_allocations")]  # outputs start as NaN: every element must be written
 CHUNKS = (16, 32, 64)
 # The interpreter runs every program of a grid in turn: one or two heads keep it quick.
 SMALL = {"chunk_sizes": CHUNKS, "head_counts": (1, 2)}
