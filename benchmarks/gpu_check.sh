@@ -1,12 +1,81 @@
 #!/usr/bin/env bash
-# The GPU check, one command on a CUDA machine (about 5 minutes on an H100/H200):
-#   bash benchmarks/gpu_check.sh [--out gpu.json]
-# 1. the tests marked gpu (Triton kernels at realistic shapes in fp32/bf16/fp16, fla, causal-conv1d);
-# 2. the kernel table of `python -m benchmarks gpu_kernels` (extra arguments go to it; its JSON goes
-#    to benchmarks/results/gpu_kernels.json unless --out says otherwise).
-# On a machine without CUDA it stops with a one-line message instead of skipping everything.
-set -euo pipefail
+# The GPU check, one command on a bare CUDA machine (no network, nothing installed but its image):
+#   bash benchmarks/gpu_check.sh --out DIR [--wheels DIR] [--cpu] [ARGS for gpu_kernels...]
+# with the wheel folder of benchmarks/gpu_wheels.sh beside the repository (default .gpu-wheels/).
+# Stages, in order of value, each cut off at its budget so that the whole check ends inside 8
+# minutes whatever happens; each writes its log into DIR as it runs, and DIR/summary.json says
+# after every stage how each went, so a check cut short still leaves what it did:
+#   environment  (10 s)  versions and the device              -> environment.json
+#   install      (60 s)  the wheels and layerzoo, no network  -> install.log
+#   tests       (240 s)  the tests marked gpu                 -> tests.log, tests.xml
+#   benchmark   (150 s)  python -m benchmarks gpu_kernels     -> benchmark.log, gpu_kernels.json
+# --cpu rehearses it all on a machine without CUDA: the Triton kernels' tests under the
+# interpreter and the benchmark at its smoke size. Exit status 0 when every stage passed.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'gpu_check: no CUDA device here; the CPU checks are: python -m pytest')"
-python -m pytest -m gpu -q -p no:cacheprovider
-python -m benchmarks gpu_kernels "$@"
+repo=$(pwd)
+out="" wheels=.gpu-wheels cpu=0 extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    --wheels) wheels=$2; shift 2 ;;
+    --cpu) cpu=1; shift ;;
+    *) extra+=("$1"); shift ;;
+  esac
+done
+if [ -z "$out" ]; then echo "gpu_check: --out DIR is required (the folder the logs and results go to)" >&2; exit 2; fi
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+python=${PYTHON:-python3}
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 PIP_BREAK_SYSTEM_PACKAGES=1
+if [ "$cpu" = 1 ]; then export TRITON_INTERPRET=1; fi
+status=0
+
+# stage NAME BUDGET_SECONDS LOG COMMAND...: run it under its budget, teeing its output into LOG,
+# then add its outcome to summary.json.
+stage() {
+  local name=$1 budget=$2 log=$3; shift 3
+  local start=$SECONDS rc
+  echo "== gpu_check: $name (budget ${budget} s)"
+  timeout --kill-after=10 "$budget" "$@" 2>&1 | tee "$out/$log"
+  rc=${PIPESTATUS[0]}
+  [ "$rc" = 0 ] || status=1
+  "$python" -m benchmarks.runner.gpu_summary "$out/summary.json" "$name" "$rc" "$((SECONDS - start))" "$log" \
+    "$([ "$cpu" = 1 ] && echo cpu || echo gpu)"
+}
+
+if [ "$cpu" = 0 ] && ! "$python" -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
+  echo "gpu_check: no CUDA device here; rehearse with --cpu, or run the CPU checks: python -m pytest" >&2
+  exit 2
+fi
+stage environment 10 environment.json "$python" -m benchmarks.runner.environment
+install() {  # the wheel folder's peers, then layerzoo itself, all without network
+  local found=("$wheels"/*.whl)
+  if [ -e "${found[0]}" ]; then
+    "$python" -m pip install --no-index --no-deps --quiet "${found[@]}" || return
+  else
+    echo "no wheels in $wheels (benchmarks/gpu_wheels.sh makes them): the peers that are missing stay missing"
+  fi
+  "$python" -m pip install --no-index --no-deps --no-build-isolation --quiet -e "$repo"
+}
+export -f install
+export python wheels repo
+stage install 60 install.log bash -c install
+cpu_tests() {  # what a GPU run collects must collect here (the image lacks the test extra's other packages),
+  # then the Triton kernels' tests run under the interpreter
+  "$python" -m pytest -q -p no:cacheprovider -m gpu --collect-only >"$out/collect.log" 2>&1 ||
+    { tail -20 "$out/collect.log"; echo "collecting the gpu tests failed (collect.log)"; return 1; }
+  "$python" -m pytest -q -p no:cacheprovider -k triton --junitxml="$out/tests.xml" \
+    tests/kernels/test_mlstm_triton.py tests/kernels/test_sliding_window_triton.py tests/kernels/test_kernel_conformance.py
+}
+export -f cpu_tests
+export out
+if [ "$cpu" = 1 ]; then
+  stage tests 240 tests.log bash -c cpu_tests
+  stage benchmark 150 benchmark.log "$python" -m benchmarks gpu_kernels --smoke --out "$out/gpu_kernels.json" "${extra[@]}"
+else
+  stage tests 240 tests.log "$python" -m pytest -m gpu -q -p no:cacheprovider -ra --junitxml="$out/tests.xml"
+  stage benchmark 150 benchmark.log "$python" -m benchmarks gpu_kernels --out "$out/gpu_kernels.json" "${extra[@]}"
+fi
+echo "== gpu_check: $( [ $status = 0 ] && echo "every stage passed" || echo "a stage failed" ) (see $out/summary.json)"
+exit $status
