@@ -31,10 +31,11 @@ from ..evaluation.evaluate import evaluate, score
 from ..parallel import distributed
 from ..parallel.fsdp import build_sharded
 from ..runs.checkpoint import load_training_state, load_weights, save_checkpoint
-from ..runs.folder import check_run_folder, default_run_dir, start_run_folder
+from ..runs.folder import check_run_folder, default_run_dir, run_bytes, start_run_folder
 from ..runs.metrics import MetricsLog
 from ..runs.resume import read_for_resume
 from ..runs.run_checkpoints import checkpoint_dir, newest_usable, prune_checkpoints
+from ..runs.space import check_room, checkpoint_bytes
 from ..runs.tensorboard import TensorBoardLog
 from .curriculum import Curriculum
 from .interrupt import StopSignals, TrainingInterrupted
@@ -85,7 +86,8 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
         load_weights(checkpoint, model)
     if config.compile:
         compile_blocks(model)
-    if context.is_main:
+    if context.is_main:  # room for a checkpoint before anything is written (an overwrite frees the old run's)
+        check_room(run_dir, checkpoint_bytes(model) - (run_bytes(run_dir) if overwrite else 0))
         start_run_folder(run_dir, spec, overwrite)
     wrapped = distributed.wrap(model, context, config.parallel)
     optimizer = make_optimizer(wrapped, config)

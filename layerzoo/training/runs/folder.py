@@ -73,3 +73,9 @@ def final_reports(spec: Spec) -> list[str]:
 
 def run_files(run_dir: Path) -> list[Path]:
     return [path for pattern in RUN_FILES for path in run_dir.glob(pattern)]
+
+
+def run_bytes(run_dir: Path) -> int:
+    """The size of the run's files in `run_dir` (what --overwrite frees)."""
+    paths = [inner for path in run_files(run_dir) for inner in (path, *path.rglob("*"))] if run_dir.is_dir() else []
+    return sum(path.stat().st_size for path in paths if path.is_file())
