@@ -30,7 +30,7 @@ from ..loop.interrupt import TrainingInterrupted
 from ..runs.folder import final_reports
 from ..runs.run_checkpoints import checkpoint_dir, run_checkpoints
 from .compare import compare, to_markdown, write_comparison
-from .plan import SweepRun, parse_grid, plan, spec_argument, write_manifest
+from .plan import MAX_RUNS, SweepRun, parse_grid, plan, shape, spec_argument, write_manifest
 from .processes import RunProcesses
 
 LOG = "train.log"  # each run's output, in its folder; appended to, so a resumed run keeps the earlier attempt's
@@ -45,21 +45,24 @@ class Outcome:
 
 
 def run_sweep(spec: str, grid: list[str], seeds: int, out: str | Path, *, jobs: int = 1, overrides: list[str] = (),
-              echo: Callable[[str], None] = print) -> list[Outcome]:
+              max_runs: int = MAX_RUNS, echo: Callable[[str], None] = print) -> list[Outcome]:
     """Train `spec` (with `overrides`) at every point of `grid` (`KEY=V1,V2,...` strings) with
     `seeds` seeds (training.seed = the spec's seed + 0 .. seeds - 1), `jobs` processes at a time,
     into <out>/<run name>; then print the comparison of the finished runs and write it as
-    <out>/compare-<metric>.md, .json and .png. Returns each run's outcome, in plan order."""
+    <out>/compare-<metric>.md, .json and .png. Returns each run's outcome, in plan order.
+    A plan of more than `max_runs` runs is refused."""
     out, spec, overrides = Path(out), spec_argument(spec), list(overrides)
     base = load_spec(spec, overrides)
     if base.training is None:
         raise TrainingError(f"spec {base.name or spec} has no training: section to train with")
-    runs = plan(parse_grid(grid), [base.training.seed + index for index in range(seeds)])
+    points = parse_grid(grid)
+    runs = plan(points, range(base.training.seed, base.training.seed + seeds), max_runs)
+    threads = max(1, torch.get_num_threads() // jobs)
+    echo(f"sweep of {spec}: {len(runs)} runs ({shape(points, seeds)}) in {out}, {jobs} at a time with {threads} "
+         "threads each")
     specs = {run.name: load_spec(spec, [*overrides, *run.overrides]) for run in runs}  # a bad value fails here, not in N runs
     out.mkdir(parents=True, exist_ok=True)
     write_manifest(out, spec, overrides, runs)
-    threads = max(1, torch.get_num_threads() // jobs)
-    echo(f"sweep of {spec}: {len(runs)} runs in {out}, {jobs} at a time with {threads} threads each")
     outcomes = {run.name: Outcome(run, "skipped") for run in runs if finished(out / run.name, specs[run.name])}
     todo = [run for run in runs if run.name not in outcomes]
     for name in outcomes:
