@@ -170,7 +170,9 @@ def train(args: argparse.Namespace) -> int:
     from .training.parallel.distributed import teardown
     from .training.reports.report import grid_report
     from .training.loop.trainer import autocast_context, train as run
+    from .training.sweeps.processes import follow_sweep
 
+    follow_sweep()
     overrides = [*args.overrides, *(["training.compile=true"] if args.compile else [])]
     result = run(args.spec, overrides, run_dir=args.out, resume=args.resume, overwrite=args.overwrite,
                  progress=not args.no_progress)
