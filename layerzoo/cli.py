@@ -167,6 +167,8 @@ def add_training_commands(commands) -> None:
 
 
 def train(args: argparse.Namespace) -> int:
+    import contextlib
+
     from .training.parallel.distributed import teardown
     from .training.reports.report import grid_report
     from .training.loop.trainer import autocast_context, train as run
@@ -174,19 +176,21 @@ def train(args: argparse.Namespace) -> int:
 
     follow_sweep()
     overrides = [*args.overrides, *(["training.compile=true"] if args.compile else [])]
-    result = run(args.spec, overrides, run_dir=args.out, resume=args.resume, overwrite=args.overwrite,
-                 progress=not args.no_progress)
-    try:
-        autocast = autocast_context(result.spec.training, result.context)
-        if result.task.name == "text":
-            from .training.reports.text_report import text_report
+    with contextlib.ExitStack() as holding:  # the run folder stays locked until its reports are written
+        result = run(args.spec, overrides, run_dir=args.out, resume=args.resume, overwrite=args.overwrite,
+                     progress=not args.no_progress, holding=holding)
+        try:
+            autocast = autocast_context(result.spec.training, result.context)
+            if result.task.name == "text":
+                from .training.reports.text_report import text_report
 
-            text_report(result.model, result.spec, result.task, result.run_dir, result.metrics,
-                        context=result.context, autocast=autocast)
-        else:
-            grid_report(result.model, result.spec, result.task, result.run_dir, context=result.context, autocast=autocast)
-    finally:
-        teardown(result.context)
+                text_report(result.model, result.spec, result.task, result.run_dir, result.metrics,
+                            context=result.context, autocast=autocast)
+            else:
+                grid_report(result.model, result.spec, result.task, result.run_dir, context=result.context,
+                            autocast=autocast)
+        finally:
+            teardown(result.context)
     return 0
 
 
