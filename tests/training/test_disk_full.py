@@ -85,6 +85,14 @@ def test_a_full_disk_when_logging_a_step_names_the_log(run, tiny_spec, monkeypat
     assert error.count("\n") == 1 and f"{run}/metrics.jsonl: not saved, the disk is full" in error, error
 
 
+def test_a_full_disk_when_a_sweep_writes_its_manifest_leaves_nothing(tiny_spec, tmp_path, monkeypatch, capsys):
+    fill_the_disk_at(monkeypatch, "sweep.json.partial")
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(tiny_spec), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == f"layerzoo: error: {out}/sweep.json: not written (No space left on device)\n"
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("flags", [["--resume"], []])
 def test_a_run_with_no_room_for_a_checkpoint_is_refused_before_it_writes(flags, run, tiny_spec, tmp_path, monkeypatch,
                                                                           capsys):
@@ -111,27 +119,40 @@ def private_mounts() -> list[str] | None:
 
 
 SCRIPT = """
+import os
 import sys
 from layerzoo.cli import main
 args = sys.argv[1:]
+disk = os.path.dirname(args[3])
 print("train", main(args), flush=True)
 print("resume", main(args + ["--resume"]), flush=True)
+with open(disk + "/filler", "wb", buffering=0) as filler:  # the last bytes of the disk
+    try:
+        while True:
+            filler.write(bytes(4096))
+    except OSError:
+        pass
+print("sweep", main(["sweep", args[1], "--out", disk + "/sweep"]), flush=True)
 """
 
 
 @pytest.mark.skipif(private_mounts() is None, reason="mounts a small tmpfs in a private mount namespace")
 def test_a_real_full_disk(run, tiny_spec, tmp_path):
-    """On a tmpfs with room for one checkpoint and a half: the second save fails, the rerun is refused."""
+    """On a tmpfs with room for one checkpoint and a half: the second save fails, the rerun is
+    refused; with the disk then filled to the last byte, so is a sweep, leaving no lock file."""
     size = sum(len(data) for data in files_of(run / "checkpoints").values()) * 3 // 2 // 1024
     disk = tmp_path / "disk"
     disk.mkdir()
     args = train_args(tiny_spec, disk / "run")
-    script = f'mount -t tmpfs -o size={size}k tmpfs "$1" && shift && "$@"; code=$?; find "{disk}" -name "*.partial"; exit $code'
+    script = (f'mount -t tmpfs -o size={size}k tmpfs "$1" && shift && "$@"; code=$?; '
+              f'find "{disk}" -name "*.partial" -o -name layerzoo.lock -o -name sweep; exit $code')
     done = subprocess.run([*private_mounts(), "sh", "-c", script, "sh", str(disk), sys.executable, "-c", SCRIPT, *args],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["train 2", "resume 2"], done.stdout  # and no .partial folder found
-    first, second = [line for line in done.stderr.splitlines() if line.startswith("layerzoo: error:")]
+    lines = [line for line in done.stdout.splitlines() if not line.startswith("sweep of")]
+    assert lines == ["train 2", "resume 2", "sweep 2"], done.stdout  # and find found nothing left behind
+    first, second, third = [line for line in done.stderr.splitlines() if line.startswith("layerzoo: error:")]
     assert first.startswith(f"layerzoo: error: {disk}/run/checkpoints/step-00000004: not saved"), done.stderr
     assert second.startswith(f"layerzoo: error: {disk}/run: the disk is full"), done.stderr
+    assert third.startswith(f"layerzoo: error: {disk}/sweep: not writable (No space left on device)"), done.stderr
     assert "Traceback" not in done.stderr and not any(disk.iterdir())  # the tmpfs was private to the command

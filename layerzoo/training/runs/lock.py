@@ -37,19 +37,19 @@ def hold(folder: str | Path, command: str) -> Iterator[None]:
     folder = Path(folder)
     created = not folder.exists()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        handle = acquire(folder, command)
-    except FileExistsError:
-        raise TrainingError(f"{folder} is a file, not a folder") from None
-    except OSError as error:
-        raise not_writable(folder, error.strerror) from None
-    try:
-        yield
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            handle = acquire(folder, command)
+        except FileExistsError:
+            raise TrainingError(f"{folder} is a file, not a folder") from None
+        except OSError as error:
+            raise not_writable(folder, error.strerror) from None
+        try:
+            yield
+        finally:
+            if handle is not None:
+                release(folder, handle)
     finally:
-        if handle is not None:
-            with contextlib.suppress(OSError):  # removed before it is unlocked, so nobody locks a removed file
-                os.unlink(folder / LOCK)
-            os.close(handle)
         if created:
             with contextlib.suppress(OSError):  # not empty: what the block wrote stays
                 folder.rmdir()
@@ -77,9 +77,20 @@ def acquire(folder: Path, command: str) -> int | None:
         if still_there(handle, path):
             break
         os.close(handle)  # its holder removed it between our open and our lock: lock the next one
-    os.ftruncate(handle, 0)
-    os.write(handle, f"{os.getpid()} {command}\n".encode())
+    try:
+        os.ftruncate(handle, 0)
+        os.write(handle, f"{os.getpid()} {command}\n".encode())
+    except OSError:  # a full disk: no lock file is left behind
+        release(folder, handle)
+        raise
     return handle
+
+
+def release(folder: Path, handle: int) -> None:
+    """Remove the lock file, then unlock it: removed first, nobody can lock a file that is gone."""
+    with contextlib.suppress(OSError):
+        os.unlink(folder / LOCK)
+    os.close(handle)
 
 
 def still_there(handle: int, path: Path) -> bool:

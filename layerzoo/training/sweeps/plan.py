@@ -147,7 +147,11 @@ def write_manifest(out: Path, spec: str, overrides: list[str], runs: list[SweepR
     merged = {run["name"]: run for run in manifest["runs"]}
     merged.update((run.name, run.to_dict()) for run in runs)
     partial = out / f"{MANIFEST}.partial"  # replaced whole, never half-written
-    partial.write_text(json.dumps({**manifest, "runs": list(merged.values())}, indent=1))
+    try:
+        partial.write_text(json.dumps({**manifest, "runs": list(merged.values())}, indent=1))
+    except OSError as error:  # a full disk: nothing left behind
+        partial.unlink(missing_ok=True)
+        raise ComparisonError(f"{out / MANIFEST}: not written ({error.strerror})") from None
     os.replace(partial, out / MANIFEST)
 
 
