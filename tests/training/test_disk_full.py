@@ -1,7 +1,7 @@
 """A full disk: a checkpoint save that runs out of space removes its partial folder and stops the
 run in one line saying what the save needs and where, the checkpoints saved before it untouched;
 a run that starts or resumes where there is no room for a checkpoint is refused in one line
-before it writes anything."""
+before it writes anything; a sweep that cannot write its manifest or lock leaves nothing behind."""
 
 import errno
 import os
