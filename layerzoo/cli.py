@@ -167,24 +167,30 @@ def add_training_commands(commands) -> None:
 
 
 def train(args: argparse.Namespace) -> int:
+    import contextlib
+
     from .training.parallel.distributed import teardown
     from .training.reports.report import grid_report
     from .training.loop.trainer import autocast_context, train as run
+    from .training.sweeps.processes import follow_sweep
 
+    follow_sweep()
     overrides = [*args.overrides, *(["training.compile=true"] if args.compile else [])]
-    result = run(args.spec, overrides, run_dir=args.out, resume=args.resume, overwrite=args.overwrite,
-                 progress=not args.no_progress)
-    try:
-        autocast = autocast_context(result.spec.training, result.context)
-        if result.task.name == "text":
-            from .training.reports.text_report import text_report
+    with contextlib.ExitStack() as holding:  # the run folder stays locked until its reports are written
+        result = run(args.spec, overrides, run_dir=args.out, resume=args.resume, overwrite=args.overwrite,
+                     progress=not args.no_progress, holding=holding)
+        try:
+            autocast = autocast_context(result.spec.training, result.context)
+            if result.task.name == "text":
+                from .training.reports.text_report import text_report
 
-            text_report(result.model, result.spec, result.task, result.run_dir, result.metrics,
-                        context=result.context, autocast=autocast)
-        else:
-            grid_report(result.model, result.spec, result.task, result.run_dir, context=result.context, autocast=autocast)
-    finally:
-        teardown(result.context)
+                text_report(result.model, result.spec, result.task, result.run_dir, result.metrics,
+                            context=result.context, autocast=autocast)
+            else:
+                grid_report(result.model, result.spec, result.task, result.run_dir, context=result.context,
+                            autocast=autocast)
+        finally:
+            teardown(result.context)
     return 0
 
 
@@ -314,6 +320,8 @@ def add_comparison_commands(commands) -> None:
                        help="training processes at a time; the threads are divided between them (default 1)")
     sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a spec value in every run, e.g. --set training.steps=100 (repeatable)")
+    sweep.add_argument("--max-runs", type=int, metavar="N",
+                       help="refuse a sweep of more runs than this (grid points x seeds; default 10000)")
     comparison = commands.add_parser("compare", help="runs and sweeps side by side: metric against context length "
                                                      "(mean, min-max over seeds), loss, tokens/s, state size")
     comparison.add_argument("folders", nargs="+", metavar="RUN_OR_SWEEP",
@@ -333,7 +341,9 @@ def sweep(args: argparse.Namespace) -> int:
 
     check_at_least_one("--seeds", args.seeds)
     check_at_least_one("--jobs", args.jobs)
-    outcomes = run_sweep(args.spec, args.grid, args.seeds, args.out, jobs=args.jobs, overrides=args.overrides)
+    check_at_least_one("--max-runs", args.max_runs)
+    outcomes = run_sweep(args.spec, args.grid, args.seeds, args.out, jobs=args.jobs, overrides=args.overrides,
+                         **({} if args.max_runs is None else {"max_runs": args.max_runs}))
     return 1 if any(outcome.status == "failed" for outcome in outcomes) else 0
 
 

@@ -35,6 +35,14 @@ def test_overwrite_keeps_files_that_are_not_a_runs(tiny_spec, tmp_path):
     assert (run / "notes.txt").read_text() == "mine" and checkpoint_steps(run) == [1]
 
 
+@pytest.mark.parametrize("flags", [[], ["--resume"], ["--overwrite"]])
+def test_a_file_as_the_run_folder_is_one_line(flags, tiny_spec, tmp_path, capsys):
+    (tmp_path / "run").write_text("mine")
+    assert main(["train", str(tiny_spec), "--out", str(tmp_path / "run"), *flags]) == 2
+    assert capsys.readouterr().err == f"layerzoo: error: {tmp_path / 'run'} is a file, not a folder\n"
+    assert (tmp_path / "run").read_text() == "mine"
+
+
 def test_resume_and_overwrite_exclude_each_other(tiny_spec, capsys):
     with pytest.raises(SystemExit):
         main(["train", str(tiny_spec), "--resume", "--overwrite"])

@@ -11,6 +11,7 @@ import yaml
 from layerzoo.cli import main
 from layerzoo.training.sweeps.plan import folder_safe, parse_grid, plan, split_values
 
+HUNDRED = ",".join(str(value) for value in range(1, 101))
 NAMES = ["window.long=8__seed=3", "window.long=8__seed=4", "window.long=16__seed=3", "window.long=16__seed=4"]
 
 
@@ -72,12 +73,30 @@ def test_rerun_skips_finished_runs_resumes_interrupted_ones_and_reports_failures
     (["--grid", "training.eval.lengths=[48, 96],[48,96]"], None),  # two values, one folder name: refused
     (["--seeds", "0"], "--seeds must be >= 1"),
     (["--jobs", "0"], "--jobs must be >= 1"),
+    (["--max-runs", "0"], "--max-runs must be >= 1"),
+    ([arg for key in ("model.d_model", "training.seq_len", "training.steps") for arg in ("--grid", f"{key}={HUNDRED}")],
+     "the grid is 100 x 100 x 100 values x 1 seed: 1,000,000 runs, over the bound of 10,000"),
+    (["--seeds", "10001"], "the grid is 10,001 seeds: 10,001 runs, over the bound of 10,000; sweep fewer values, or "
+                           "raise the bound with --max-runs"),
+    (["--grid", "training.window.long=8,16", "--seeds", "2", "--max-runs", "3"], "4 runs, over the bound of 3"),
+    (["--grid", f"training.window.long={'8,' * 2000}8"], "a value is listed twice"),
+    (["--grid", f"training.optimizer.lr=0.001{'0' * 4000}"], "run folder name optimizer.lr=0.001000"),
 ])
 def test_bad_sweeps_are_one_line_before_any_run(flags, words, tiny_spec, tmp_path, capsys):
     out = tmp_path / "sweep"
     assert main(["sweep", str(tiny_spec), *flags, "--out", str(out)]) == 2
     error = capsys.readouterr().err
     assert (words or "share the run folder name") in error and error.count("\n") == 1, error
+    assert len(error) < 400, error  # a long flag is quoted in part
+    assert not out.exists()
+
+
+def test_a_sweep_says_its_plan_before_it_checks_the_runs(tiny_spec, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(tiny_spec), "--grid", "training.window.long=8,eight", "--out", str(out)]) == 2
+    output, error = capsys.readouterr()
+    assert output.startswith(f"sweep of {tiny_spec}: 2 runs (2 values x 1 seed) in {out}, 1 at a time"), output
+    assert "training.window.long=eight" in error and error.count("\n") == 1, error
     assert not out.exists()
 
 

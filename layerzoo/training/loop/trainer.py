@@ -31,10 +31,12 @@ from ..evaluation.evaluate import evaluate, score
 from ..parallel import distributed
 from ..parallel.fsdp import build_sharded
 from ..runs.checkpoint import load_training_state, load_weights, save_checkpoint
-from ..runs.folder import check_run_folder, default_run_dir, start_run_folder
+from ..runs.folder import check_run_folder, default_run_dir, run_bytes, start_run_folder
+from ..runs.lock import hold
 from ..runs.metrics import MetricsLog
 from ..runs.resume import read_for_resume
 from ..runs.run_checkpoints import checkpoint_dir, newest_usable, prune_checkpoints
+from ..runs.space import check_room, checkpoint_bytes
 from ..runs.tensorboard import TensorBoardLog
 from .curriculum import Curriculum
 from .interrupt import StopSignals, TrainingInterrupted
@@ -52,12 +54,15 @@ class RunResult:
 
 
 def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | Path | None = None,
-          resume: bool = False, overwrite: bool = False, progress: bool = True) -> RunResult:
+          resume: bool = False, overwrite: bool = False, progress: bool = True,
+          holding: contextlib.ExitStack | None = None) -> RunResult:
     """Train `spec` (a name, path or Spec with a `training:` section) into run_dir.
 
     run_dir defaults to training.out_dir, else runs/<spec name>; it receives spec.yaml (at the
     start), metrics.jsonl and checkpoints/step-N/. A folder that holds anything needs resume=True
     (continue from its newest usable checkpoint) or overwrite=True (replace the run's files).
+    The folder is locked while training, so that a second run into it is refused (FolderInUse);
+    `holding` keeps it locked after training, until that stack closes (the CLI's final reports).
     SIGINT or SIGTERM saves a checkpoint after the current step and raises TrainingInterrupted;
     a non-finite loss or gradient raises TrainingError before the weights are updated.
     """
@@ -68,7 +73,16 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
     if config is None:
         raise TrainingError(f"spec {spec.name or spec.source} has no training: section to train with")
     run_dir = Path(run_dir or config.out_dir or default_run_dir(spec))
-    check_run_folder(run_dir, resume, overwrite)  # on every rank, before any rank writes
+    with contextlib.ExitStack() as held:
+        if distributed.launched_rank() == 0:  # the rank that writes the folder holds it for all
+            (held if holding is None else holding).enter_context(hold(run_dir, "layerzoo train"))
+        check_run_folder(run_dir, resume, overwrite)  # on every rank, before any rank writes
+        return train_in(run_dir, spec, resume, overwrite, progress)
+
+
+def train_in(run_dir: Path, spec: Spec, resume: bool, overwrite: bool, progress: bool) -> RunResult:
+    """train() in a run folder found fit for it."""
+    config = spec.training
     context = distributed.setup()
     distributed.barrier(context)
     share = check_batch(config, context.world_size)
@@ -85,7 +99,8 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
         load_weights(checkpoint, model)
     if config.compile:
         compile_blocks(model)
-    if context.is_main:
+    if context.is_main:  # room for a checkpoint before anything is written (an overwrite frees the old run's)
+        check_room(run_dir, checkpoint_bytes(model) - (run_bytes(run_dir) if overwrite else 0))
         start_run_folder(run_dir, spec, overwrite)
     wrapped = distributed.wrap(model, context, config.parallel)
     optimizer = make_optimizer(wrapped, config)

@@ -30,10 +30,15 @@ class Context:
         return self.world_size > 1
 
 
+def launched_rank() -> int:
+    """This process's rank as torchrun launched it (0 without torchrun), known before setup()."""
+    return int(os.environ.get("RANK", "0"))
+
+
 def setup() -> Context:
     """Join torchrun's process group (nccl on GPUs, gloo on CPU) and pick this rank's device."""
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
+    rank = launched_rank()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if torch.cuda.is_available():
         device = torch.device("cuda", local_rank)

@@ -33,6 +33,7 @@ from torch.distributed.checkpoint.state_dict import (
 from ...errors import LayerzooError
 from ...specs import Spec, load_spec
 from .metrics import finite_or_null
+from .space import disk_full, is_disk_full, tensor_bytes
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 LOAD = StateDictOptions(full_state_dict=True, strict=False)  # not strict: a tied weight is stored once
@@ -73,18 +74,24 @@ def save_checkpoint(directory: str | Path, model: torch.nn.Module, optimizer: to
     bad = non_finite(weights)
     if bad:
         raise CheckpointError(f"{directory}: not written, weight {bad} holds non-finite values")
+    aliases = _aliases(model)
+    weights = {name: tensor.contiguous() for name, tensor in weights.items() if name not in aliases}
+    tensors = {f"optimizer/{name}/{key}": value for name, state in optim["state"].items() for key, value in state.items()}
+    tensors = {key: value.contiguous() for key, value in {**tensors, **rng_state()}.items()}
+    meta = {"step": step, "param_groups": optim["param_groups"], "metrics": finite_or_null(metrics or {})}
     partial = directory.with_name(directory.name + ".partial")  # a crash mid-write leaves no half checkpoint
     shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    aliases = _aliases(model)
-    save_file({name: tensor.contiguous() for name, tensor in weights.items() if name not in aliases},
-              partial / "model.safetensors")
-    tensors = {f"optimizer/{name}/{key}": value for name, state in optim["state"].items() for key, value in state.items()}
-    tensors.update(rng_state())
-    save_file({k: v.contiguous() for k, v in tensors.items()}, partial / "trainer.safetensors")
-    meta = {"step": step, "param_groups": optim["param_groups"], "metrics": finite_or_null(metrics or {})}
-    (partial / "trainer.json").write_text(json.dumps(meta, indent=1, allow_nan=False))
-    spec.save(partial / "spec.yaml")
+    try:
+        partial.mkdir(parents=True)
+        save_file(weights, partial / "model.safetensors")
+        save_file(tensors, partial / "trainer.safetensors")
+        (partial / "trainer.json").write_text(json.dumps(meta, indent=1, allow_nan=False))
+        spec.save(partial / "spec.yaml")
+    except (OSError, SafetensorError) as error:  # a failed write leaves no partial folder to fill the disk
+        shutil.rmtree(partial, ignore_errors=True)
+        if is_disk_full(error):
+            raise disk_full(directory, tensor_bytes(weights, tensors)) from None
+        raise
     shutil.rmtree(directory, ignore_errors=True)
     os.replace(partial, directory)
 

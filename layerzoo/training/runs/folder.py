@@ -9,11 +9,13 @@ runs never mix: mixed, the older run's higher-numbered checkpoint would be the o
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 from ...specs import Spec
 from ..errors import TrainingError
+from .lock import LOCK, not_writable
 
 RUN_FILES = ("spec.yaml", "metrics.jsonl", "metrics.jsonl.partial", "checkpoints", "eval-window*.json", "eval-window*.png",
              "text-report.json", "perplexity-window*.json", "perplexity-window*.png", "loss.png", "tensorboard")
@@ -29,19 +31,33 @@ def default_run_dir(spec: Spec) -> Path:
 
 
 def check_run_folder(run_dir: Path, resume: bool, overwrite: bool) -> None:
-    """Refuse to start a new run in a folder that holds anything, unless resuming or overwriting."""
-    if resume or overwrite or not run_dir.exists():
+    """Refuse a folder the run cannot write, and to start a new run in a folder that holds anything
+    (but a lock file), unless resuming or overwriting."""
+    if not run_dir.exists():
         return
     if not run_dir.is_dir():
-        raise TrainingError(f"{run_dir} is a file, not a run folder")
+        raise TrainingError(f"{run_dir} is a file, not a folder")
+    check_writable(run_dir)
+    if resume or overwrite:
+        return
     ours = sorted(path.name for path in run_files(run_dir))
     if ours:
         raise TrainingError(f"{run_dir} already holds a run ({', '.join(ours[:4])}); continue it with --resume, "
                             "replace it with --overwrite, or choose another --out")
-    others = sorted(path.name for path in run_dir.iterdir())
+    others = sorted(path.name for path in run_dir.iterdir() if path.name != LOCK)
     if others:
         raise TrainingError(f"{run_dir} is not empty ({', '.join(others[:3])}); choose another --out, or train "
                             "there with --overwrite (it removes only a run's files)")
+
+
+def check_writable(run_dir: Path) -> None:
+    """Refuse, before anything changes, a run folder in which training could not write, replace or
+    remove its files: the folder itself and the run's folders in it (checkpoints/, tensorboard/)."""
+    folders = [run_dir, *(inner for path in run_files(run_dir) if path.is_dir()
+                          for inner in (path, *path.rglob("*")) if inner.is_dir())]
+    for folder in folders:
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise not_writable(folder, "no write permission")
 
 
 def start_run_folder(run_dir: Path, spec: Spec, overwrite: bool) -> None:
@@ -73,3 +89,9 @@ def final_reports(spec: Spec) -> list[str]:
 
 def run_files(run_dir: Path) -> list[Path]:
     return [path for pattern in RUN_FILES for path in run_dir.glob(pattern)]
+
+
+def run_bytes(run_dir: Path) -> int:
+    """The size of the run's files in `run_dir` (what --overwrite frees)."""
+    paths = [inner for path in run_files(run_dir) for inner in (path, *path.rglob("*"))] if run_dir.is_dir() else []
+    return sum(path.stat().st_size for path in paths if path.is_file())

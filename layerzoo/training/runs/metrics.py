@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .space import disk_full, is_disk_full
+
 
 class MetricsLog:
     """Appends records to `path`, keeping only the existing records of steps <= keep_through
@@ -32,8 +34,14 @@ class MetricsLog:
 
     def write(self, record: dict[str, Any]) -> None:
         if self.path is not None:
-            with self.path.open("a") as file:
-                file.write(strict_line(record))
+            line = strict_line(record)
+            try:
+                with self.path.open("a") as file:
+                    file.write(line)
+            except OSError as error:  # a line cut short is skipped when the log is read
+                if is_disk_full(error):
+                    raise disk_full(self.path, len(line)) from None
+                raise
         for mirror in self.mirrors:
             mirror.write(record)
 

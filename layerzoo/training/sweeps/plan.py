@@ -3,22 +3,28 @@ runs, and the manifest (sweep.json) that records each run's grid point, so that 
 can group the seeds of a point.
 
 A value is YAML text, applied as `--set KEY=VALUE` is; commas inside brackets or quotes do not
-split it (`--grid 'training.eval.lengths=[64, 128],[64, 256]'` has two values).
+split it (`--grid 'training.eval.lengths=[64, 128],[64, 256]'` has two values). A plan of more
+runs than a bound is refused before it is expanded, and a message quotes a long flag in part.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from ..errors import ComparisonError
 
 MANIFEST = "sweep.json"
 SEED_KEY = "training.seed"
+MAX_RUNS = 10_000  # a sweep's default bound: a grid bigger than this is a typo more often than a plan
+NAME_BYTES = 255  # the longest folder name common file systems take
 
 
 @dataclass(frozen=True)
@@ -55,14 +61,15 @@ def parse_grid(assignments: list[str]) -> list[tuple[str, list[str]]]:
         key, sep, rest = text.partition("=")
         key = key.strip()
         values = split_values(rest)
+        flag = f"--grid {excerpt(text)}"
         if not sep or not key or not values or any(not value for value in values):
-            raise ComparisonError(f"--grid {text}: expected KEY=V1,V2,... with no empty value, e.g. training.window.long=16,32")
+            raise ComparisonError(f"{flag}: expected KEY=V1,V2,... with no empty value, e.g. training.window.long=16,32")
         if key == SEED_KEY:
-            raise ComparisonError(f"--grid {text}: --seeds sets {SEED_KEY}; sweep seeds with --seeds N")
+            raise ComparisonError(f"{flag}: --seeds sets {SEED_KEY}; sweep seeds with --seeds N")
         if key in (known for known, _ in grid):
-            raise ComparisonError(f"--grid {text}: {key} is already swept by another --grid; list all its values in one")
+            raise ComparisonError(f"{flag}: {excerpt(key)} is already swept by another --grid; list all its values in one")
         if len(set(values)) < len(values):
-            raise ComparisonError(f"--grid {text}: a value is listed twice")
+            raise ComparisonError(f"{flag}: a value is listed twice")
         grid.append((key, values))
     return grid
 
@@ -85,17 +92,36 @@ def split_values(text: str) -> list[str]:
     return values + [text[start:].strip()] if text.strip() else []
 
 
-def plan(grid: list[tuple[str, list[str]]], seeds: list[int]) -> list[SweepRun]:
-    """Every point of the grid's cartesian product with every seed, the seeds of a point together."""
+def plan(grid: list[tuple[str, list[str]]], seeds: Sequence[int], max_runs: int = MAX_RUNS) -> list[SweepRun]:
+    """Every point of the grid's cartesian product with every seed, the seeds of a point together;
+    refused, before it is expanded, when that is more than `max_runs` runs."""
+    count = math.prod(len(values) for _, values in grid) * len(seeds)
+    if count > max_runs:
+        raise ComparisonError(f"the grid is {shape(grid, len(seeds))}: {count:,} runs, over the bound of {max_runs:,}; "
+                              "sweep fewer values, or raise the bound with --max-runs")
     keys = [key for key, _ in grid]
     runs = [SweepRun(tuple(zip(keys, values)), seed)
             for values in itertools.product(*(values for _, values in grid)) for seed in seeds]
-    names = [run.name for run in runs]
-    clash = next((name for name in names if names.count(name) > 1), None)
+    longest = max((run.name for run in runs), key=lambda name: len(name.encode()), default="")
+    if len(longest.encode()) > NAME_BYTES:
+        raise ComparisonError(f"the run folder name {excerpt(longest)} is longer than the {NAME_BYTES} bytes a folder "
+                              "name may have; write the --grid values shorter")
+    clash = next((name for name, times in collections.Counter(run.name for run in runs).items() if times > 1), None)
     if clash:
         raise ComparisonError(f"two grid points share the run folder name {clash}: their values differ only in "
                               "characters a folder name drops; write them differently")
     return runs
+
+
+def shape(grid: list[tuple[str, list[str]]], seeds: int) -> str:
+    """`2 x 3 values x 4 seeds`: the sizes whose product is the number of runs."""
+    values = " x ".join(str(len(values)) for _, values in grid)
+    return (f"{values} values x " if values else "") + f"{seeds:,} seed{'s' if seeds > 1 else ''}"
+
+
+def excerpt(text: str, limit: int = 60) -> str:
+    """`text` as a message quotes it: whole when short, else its start and its length."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def folder_safe(value: str) -> str:
@@ -121,7 +147,11 @@ def write_manifest(out: Path, spec: str, overrides: list[str], runs: list[SweepR
     merged = {run["name"]: run for run in manifest["runs"]}
     merged.update((run.name, run.to_dict()) for run in runs)
     partial = out / f"{MANIFEST}.partial"  # replaced whole, never half-written
-    partial.write_text(json.dumps({**manifest, "runs": list(merged.values())}, indent=1))
+    try:
+        partial.write_text(json.dumps({**manifest, "runs": list(merged.values())}, indent=1))
+    except OSError as error:  # a full disk: nothing left behind
+        partial.unlink(missing_ok=True)
+        raise ComparisonError(f"{out / MANIFEST}: not written ({error.strerror})") from None
     os.replace(partial, out / MANIFEST)
 
 

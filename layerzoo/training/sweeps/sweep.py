@@ -4,7 +4,9 @@ run an ordinary `layerzoo train` process in its own run folder under the sweep f
 Every run folder stays an ordinary run: a finished one (its last checkpoint and final reports
 written) is skipped, one with checkpoints is continued with --resume, any other is started afresh
 with --overwrite (which keeps its log). A run that fails is reported, and the others go on. SIGINT
-or SIGTERM to the sweep stops it: the running runs save a checkpoint, and no other starts. The
+or SIGTERM to the sweep stops it: the running runs save a checkpoint, and no other starts; so does
+SIGKILL, each run noticing that its sweep is gone. While a sweep runs, its folder is locked: a
+second sweep into it is refused (as is a second `train` into a run folder in use). The
 threads of the machine (torch's count in this process: its cores, or OMP_NUM_THREADS) are divided
 between the J processes, so that they do not oversubscribe the cores.
 """
@@ -28,9 +30,10 @@ from ...specs import Spec, load_spec
 from ..errors import ComparisonError, TrainingError
 from ..loop.interrupt import TrainingInterrupted
 from ..runs.folder import final_reports
+from ..runs.lock import hold
 from ..runs.run_checkpoints import checkpoint_dir, run_checkpoints
 from .compare import compare, to_markdown, write_comparison
-from .plan import SweepRun, parse_grid, plan, spec_argument, write_manifest
+from .plan import MAX_RUNS, SweepRun, parse_grid, plan, shape, spec_argument, write_manifest
 from .processes import RunProcesses
 
 LOG = "train.log"  # each run's output, in its folder; appended to, so a resumed run keeps the earlier attempt's
@@ -45,36 +48,39 @@ class Outcome:
 
 
 def run_sweep(spec: str, grid: list[str], seeds: int, out: str | Path, *, jobs: int = 1, overrides: list[str] = (),
-              echo: Callable[[str], None] = print) -> list[Outcome]:
+              max_runs: int = MAX_RUNS, echo: Callable[[str], None] = print) -> list[Outcome]:
     """Train `spec` (with `overrides`) at every point of `grid` (`KEY=V1,V2,...` strings) with
     `seeds` seeds (training.seed = the spec's seed + 0 .. seeds - 1), `jobs` processes at a time,
     into <out>/<run name>; then print the comparison of the finished runs and write it as
-    <out>/compare-<metric>.md, .json and .png. Returns each run's outcome, in plan order."""
+    <out>/compare-<metric>.md, .json and .png. Returns each run's outcome, in plan order.
+    A plan of more than `max_runs` runs is refused."""
     out, spec, overrides = Path(out), spec_argument(spec), list(overrides)
     base = load_spec(spec, overrides)
     if base.training is None:
         raise TrainingError(f"spec {base.name or spec} has no training: section to train with")
-    runs = plan(parse_grid(grid), [base.training.seed + index for index in range(seeds)])
-    specs = {run.name: load_spec(spec, [*overrides, *run.overrides]) for run in runs}  # a bad value fails here, not in N runs
-    out.mkdir(parents=True, exist_ok=True)
-    write_manifest(out, spec, overrides, runs)
+    points = parse_grid(grid)
+    runs = plan(points, range(base.training.seed, base.training.seed + seeds), max_runs)
     threads = max(1, torch.get_num_threads() // jobs)
-    echo(f"sweep of {spec}: {len(runs)} runs in {out}, {jobs} at a time with {threads} threads each")
-    outcomes = {run.name: Outcome(run, "skipped") for run in runs if finished(out / run.name, specs[run.name])}
-    todo = [run for run in runs if run.name not in outcomes]
-    for name in outcomes:
-        echo(f"{name}: finished before, skipped")
-    with RunProcesses() as processes, ThreadPoolExecutor(jobs) as pool:
-        futures = [pool.submit(train_run, processes, spec, [*overrides, *run.overrides], run, out / run.name, threads)
-                   for run in todo]
-        for future in as_completed(futures):
-            outcome = future.result()
-            outcomes[outcome.run.name] = outcome
-            if outcome.status != "not started":
-                echo(progress_line(outcome, out, len(outcomes), len(runs)))
-    if processes.received is not None:
-        raise stop_message(processes.received, list(outcomes.values()))
-    summarise(out, echo)
+    echo(f"sweep of {spec}: {len(runs)} runs ({shape(points, seeds)}) in {out}, {jobs} at a time with {threads} "
+         "threads each")
+    specs = {run.name: load_spec(spec, [*overrides, *run.overrides]) for run in runs}  # a bad value fails here, not in N runs
+    with hold(out, "layerzoo sweep"):  # a second sweep into the folder is refused while this one runs
+        write_manifest(out, spec, overrides, runs)
+        outcomes = {run.name: Outcome(run, "skipped") for run in runs if finished(out / run.name, specs[run.name])}
+        todo = [run for run in runs if run.name not in outcomes]
+        for name in outcomes:
+            echo(f"{name}: finished before, skipped")
+        with RunProcesses() as processes, ThreadPoolExecutor(jobs) as pool:
+            futures = [pool.submit(train_run, processes, spec, [*overrides, *run.overrides], run, out / run.name,
+                                   threads) for run in todo]
+            for future in as_completed(futures):
+                outcome = future.result()
+                outcomes[outcome.run.name] = outcome
+                if outcome.status != "not started":
+                    echo(progress_line(outcome, out, len(outcomes), len(runs)))
+        if processes.received is not None:
+            raise stop_message(processes.received, list(outcomes.values()))
+        summarise(out, echo)
     failed = [run.name for run in runs if outcomes[run.name].status == "failed"]
     if failed:
         echo(f"{len(failed)} of {len(runs)} runs failed ({', '.join(failed)}); their train.log says why, "
