@@ -14,6 +14,20 @@ from .errors import LayerzooError
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)  # help and argument errors end here, before torch is imported
+    try:
+        return COMMANDS[args.command](args)
+    except (LayerzooError, ValueError, OSError) as error:
+        print(f"layerzoo: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as stop:  # training's says what it saved, and carries the signal's exit code
+        print(f"layerzoo: {stop or 'interrupted'}", file=sys.stderr)
+        return getattr(stop, "exit_code", 130)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: every subcommand and its arguments. Building it imports nothing heavy; each
+    command imports what it needs when it runs."""
     parser = argparse.ArgumentParser(
         prog="layerzoo", description="List mixers and specs; describe, train and evaluate the model a spec declares.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -32,15 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     add_text_commands(commands)
     add_comparison_commands(commands)
     add_hf_commands(commands)
-    args = parser.parse_args(argv)
-    try:
-        return COMMANDS[args.command](args)
-    except (LayerzooError, ValueError, OSError) as error:
-        print(f"layerzoo: error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as stop:  # training's says what it saved, and carries the signal's exit code
-        print(f"layerzoo: {stop or 'interrupted'}", file=sys.stderr)
-        return getattr(stop, "exit_code", 130)
+    return parser
 
 
 def list_specs(args: argparse.Namespace) -> int:
@@ -355,9 +361,14 @@ def add_hf_commands(commands) -> None:
     export.add_argument("run", help="a run folder (its newest usable checkpoint) or a checkpoint folder")
     export.add_argument("out_dir", help="the folder to write (new or empty): config.json, model.safetensors, tokenizer")
     # No option prefix that lm_eval's arguments could start with: every one of them is passed on as it is.
-    harness = commands.add_parser("lm-eval", prefix_chars="\0", add_help=False,
-                                  help="lm-evaluation-harness's command line (lm_eval ARGS...) with layerzoo models registered")
-    harness.add_argument("arguments", nargs=argparse.REMAINDER)
+    harness = commands.add_parser(
+        "lm-eval", prefix_chars="\0", add_help=False,
+        help="lm-evaluation-harness's command line (lm_eval ARGS...) with layerzoo models registered",
+        description="Runs lm-evaluation-harness's command line, `lm_eval ARGS...`, in a process where layerzoo's "
+                    "model type is registered, so that --model hf --model_args pretrained=DIR reads an exported "
+                    "folder. ARGS are lm_eval's own: `lm_eval --help` lists them.")
+    harness.add_argument("arguments", nargs=argparse.REMAINDER, metavar="ARGS")
+    harness.set_defaults(parser=harness)
 
 
 def export(args: argparse.Namespace) -> int:
@@ -372,6 +383,11 @@ def export(args: argparse.Namespace) -> int:
 
 
 def lm_eval(args: argparse.Namespace) -> int:
+    if args.arguments in ([], ["-h"], ["--help"]):  # this command's own help, before transformers and torch load
+        if not args.arguments:
+            args.parser.error("give lm_eval's arguments, e.g. --model hf --model_args pretrained=DIR --tasks hellaswag")
+        args.parser.print_help()
+        return 0
     try:
         from .hf.harness import run_lm_eval
 
