@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_text_commands(commands)
     add_comparison_commands(commands)
     add_hf_commands(commands)
+    add_kernel_commands(commands)
     return parser
 
 
@@ -396,9 +397,60 @@ def lm_eval(args: argparse.Namespace) -> int:
         raise LayerzooError(str(error)) from None
 
 
+def add_kernel_commands(commands) -> None:
+    kernels = commands.add_parser("kernels", help="the compiled CPU kernels: which are built in this Python "
+                                                  "environment, and where; `kernels build` builds them all up front")
+    kernels.add_argument("action", nargs="?", choices=("list", "build"), default="list",
+                         help="list (the default), or build every kernel not built yet, several at a time")
+    kernels.add_argument("--jobs", type=int, metavar="J",
+                         help="build: builds at a time (default: the CPUs available, at most one per kernel)")
+
+
+def kernels_command(args: argparse.Namespace) -> int:
+    """`kernels`: a table of the compiled kernels; `kernels build`: build them, a line each as it ends."""
+    check_at_least_one("--jobs", args.jobs)  # before torch is imported, as argument errors are
+    from .kernels.compiled import KERNELS
+
+    if args.action == "build":
+        return build_kernels(KERNELS, args.jobs)
+    rows = [("compiled CPU kernel", "built", "folder")]
+    rows += [(kernel.what, "yes" if kernel.built() else "no", str(kernel.build_directory())) for kernel in KERNELS]
+    width = [max(len(row[i]) for row in rows) for i in range(2)]
+    for row in rows:
+        print(f"{row[0]:<{width[0]}}  {row[1]:<{width[1]}}  {row[2]}")
+    print(f"\nfolders of the Python environment {sys.prefix}; each kernel is built on first use, or all at once "
+          "by `layerzoo kernels build`")
+    return 0
+
+
+def build_kernels(kernels, jobs: int | None) -> int:
+    """`kernels build`: one line on what builds, then one per kernel as it ends; 1 if any failed."""
+    from .kernels.common.native_build import reporting_builds
+    from .kernels.compiled import build_all, builds_at_once
+
+    missing = [kernel.what for kernel in kernels if not kernel.built()]
+    jobs = jobs or builds_at_once(kernels)
+    if missing:
+        print(f"building {len(missing)} compiled CPU kernels, {jobs} at a time (a minute or two each): "
+              f"{', '.join(missing)}", flush=True)
+
+    def done(built) -> None:
+        if not built.ok:
+            outcome = "not built (see the warning above); its PyTorch code runs instead"
+        elif built.was_built:
+            outcome = "already built"
+        else:
+            outcome = f"built in {built.seconds:.0f} s"
+        print(f"{built.kernel.what}: {outcome}", flush=True)
+
+    with reporting_builds(lambda notice: None):  # the line above says what builds; each kernel's says when it ends
+        results = build_all(kernels, jobs, done)
+    return 0 if all(built.ok for built in results) else 1
+
+
 COMMANDS = {"specs": list_specs, "mixers": list_mixers, "describe": describe, "train": train, "eval": evaluate,
             "tokenizer": tokenizer_command, "plot": plot_runs, "sweep": sweep, "compare": compare, "export": export,
-            "lm-eval": lm_eval}
+            "lm-eval": lm_eval, "kernels": kernels_command}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -77,7 +77,8 @@ def test_help_returns_without_importing_torch(argv):
     assert not heavy, f"`layerzoo {' '.join(argv)}` imported {sorted(heavy)[:5]}"
 
 
-@pytest.mark.parametrize("argv", [[], ["trian"], ["train"], ["describe", "swa-tiny", "--seq-len", "x"], ["lm-eval"]],
+@pytest.mark.parametrize("argv", [[], ["trian"], ["train"], ["describe", "swa-tiny", "--seq-len", "x"], ["lm-eval"],
+                                  ["kernels", "rebuild"], ["kernels", "build", "--jobs", "0"]],
                          ids=lambda argv: " ".join(argv) or "nothing")
 def test_argument_errors_return_without_importing_torch(argv):
     result, heavy = heavy_imports(argv)
