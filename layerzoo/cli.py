@@ -14,6 +14,20 @@ from .errors import LayerzooError
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)  # help and argument errors end here, before torch is imported
+    try:
+        return COMMANDS[args.command](args)
+    except (LayerzooError, ValueError, OSError) as error:
+        print(f"layerzoo: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as stop:  # training's says what it saved, and carries the signal's exit code
+        print(f"layerzoo: {stop or 'interrupted'}", file=sys.stderr)
+        return getattr(stop, "exit_code", 130)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: every subcommand and its arguments. Building it imports nothing heavy; each
+    command imports what it needs when it runs."""
     parser = argparse.ArgumentParser(
         prog="layerzoo", description="List mixers and specs; describe, train and evaluate the model a spec declares.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -32,15 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     add_text_commands(commands)
     add_comparison_commands(commands)
     add_hf_commands(commands)
-    args = parser.parse_args(argv)
-    try:
-        return COMMANDS[args.command](args)
-    except (LayerzooError, ValueError, OSError) as error:
-        print(f"layerzoo: error: {error}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as stop:  # training's says what it saved, and carries the signal's exit code
-        print(f"layerzoo: {stop or 'interrupted'}", file=sys.stderr)
-        return getattr(stop, "exit_code", 130)
+    add_kernel_commands(commands)
+    return parser
 
 
 def list_specs(args: argparse.Namespace) -> int:
@@ -365,9 +372,14 @@ def add_hf_commands(commands) -> None:
     export.add_argument("run", help="a run folder (its newest usable checkpoint) or a checkpoint folder")
     export.add_argument("out_dir", help="the folder to write (new or empty): config.json, model.safetensors, tokenizer")
     # No option prefix that lm_eval's arguments could start with: every one of them is passed on as it is.
-    harness = commands.add_parser("lm-eval", prefix_chars="\0", add_help=False,
-                                  help="lm-evaluation-harness's command line (lm_eval ARGS...) with layerzoo models registered")
-    harness.add_argument("arguments", nargs=argparse.REMAINDER)
+    harness = commands.add_parser(
+        "lm-eval", prefix_chars="\0", add_help=False,
+        help="lm-evaluation-harness's command line (lm_eval ARGS...) with layerzoo models registered",
+        description="Runs lm-evaluation-harness's command line, `lm_eval ARGS...`, in a process where layerzoo's "
+                    "model type is registered, so that --model hf --model_args pretrained=DIR reads an exported "
+                    "folder. ARGS are lm_eval's own: `lm_eval --help` lists them.")
+    harness.add_argument("arguments", nargs=argparse.REMAINDER, metavar="ARGS")
+    harness.set_defaults(parser=harness)
 
 
 def export(args: argparse.Namespace) -> int:
@@ -382,6 +394,11 @@ def export(args: argparse.Namespace) -> int:
 
 
 def lm_eval(args: argparse.Namespace) -> int:
+    if args.arguments in ([], ["-h"], ["--help"]):  # this command's own help, before transformers and torch load
+        if not args.arguments:
+            args.parser.error("give lm_eval's arguments, e.g. --model hf --model_args pretrained=DIR --tasks hellaswag")
+        args.parser.print_help()
+        return 0
     try:
         from .hf.harness import run_lm_eval
 
@@ -390,9 +407,60 @@ def lm_eval(args: argparse.Namespace) -> int:
         raise LayerzooError(str(error)) from None
 
 
+def add_kernel_commands(commands) -> None:
+    kernels = commands.add_parser("kernels", help="the compiled CPU kernels: which are built in this Python "
+                                                  "environment, and where; `kernels build` builds them all up front")
+    kernels.add_argument("action", nargs="?", choices=("list", "build"), default="list",
+                         help="list (the default), or build every kernel not built yet, several at a time")
+    kernels.add_argument("--jobs", type=int, metavar="J",
+                         help="build: builds at a time (default: the CPUs available, at most one per kernel)")
+
+
+def kernels_command(args: argparse.Namespace) -> int:
+    """`kernels`: a table of the compiled kernels; `kernels build`: build them, a line each as it ends."""
+    check_at_least_one("--jobs", args.jobs)  # before torch is imported, as argument errors are
+    from .kernels.compiled import KERNELS
+
+    if args.action == "build":
+        return build_kernels(KERNELS, args.jobs)
+    rows = [("compiled CPU kernel", "built", "folder")]
+    rows += [(kernel.what, "yes" if kernel.built() else "no", str(kernel.build_directory())) for kernel in KERNELS]
+    width = [max(len(row[i]) for row in rows) for i in range(2)]
+    for row in rows:
+        print(f"{row[0]:<{width[0]}}  {row[1]:<{width[1]}}  {row[2]}")
+    print(f"\nfolders of the Python environment {sys.prefix}; each kernel is built on first use, or all at once "
+          "by `layerzoo kernels build`")
+    return 0
+
+
+def build_kernels(kernels, jobs: int | None) -> int:
+    """`kernels build`: one line on what builds, then one per kernel as it ends; 1 if any failed."""
+    from .kernels.common.native_build import reporting_builds
+    from .kernels.compiled import build_all, builds_at_once
+
+    missing = [kernel.what for kernel in kernels if not kernel.built()]
+    jobs = jobs or builds_at_once(kernels)
+    if missing:
+        print(f"building {len(missing)} compiled CPU kernels, {jobs} at a time (a minute or two each): "
+              f"{', '.join(missing)}", flush=True)
+
+    def done(built) -> None:
+        if not built.ok:
+            outcome = "not built (see the warning above); its PyTorch code runs instead"
+        elif built.was_built:
+            outcome = "already built"
+        else:
+            outcome = f"built in {built.seconds:.0f} s"
+        print(f"{built.kernel.what}: {outcome}", flush=True)
+
+    with reporting_builds(lambda notice: None):  # the line above says what builds; each kernel's says when it ends
+        results = build_all(kernels, jobs, done)
+    return 0 if all(built.ok for built in results) else 1
+
+
 COMMANDS = {"specs": list_specs, "mixers": list_mixers, "describe": describe, "train": train, "eval": evaluate,
             "tokenizer": tokenizer_command, "plot": plot_runs, "sweep": sweep, "compare": compare, "export": export,
-            "lm-eval": lm_eval}
+            "lm-eval": lm_eval, "kernels": kernels_command}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -87,6 +87,24 @@ def check_declaration(cls: type, test_options: dict[str, Any]) -> None:
 
 
 _REGISTRY: dict[str, MixerEntry] = {}
+# What imports the built-in mixers (and the other built-ins registries hold), run before the first
+# lookup: the package root sets it, so that the registry holds them however it is reached while
+# importing layerzoo stays light.
+_load_builtins: Callable[[], None] | None = None
+
+
+def load_builtins_with(load: Callable[[], None]) -> None:
+    """Let `load()` register the built-ins before the first lookup (see ensure_builtins)."""
+    global _load_builtins
+    _load_builtins = load
+
+
+def ensure_builtins() -> None:
+    """Register the built-ins, once, before a lookup; a no-op while they are registering."""
+    global _load_builtins
+    load, _load_builtins = _load_builtins, None
+    if load is not None:
+        load()
 
 
 def register_mixer(name: str, *, test_options: dict[str, Any] | None = None) -> Callable[[type], type]:
@@ -98,6 +116,8 @@ def register_mixer(name: str, *, test_options: dict[str, Any] | None = None) -> 
     """
 
     def decorate(cls: type) -> type:
+        if cls.__module__.partition(".")[0] != __name__.partition(".")[0]:
+            ensure_builtins()  # a user's mixer registers after the built-ins: taking one's name fails here
         existing = _REGISTRY.get(name)
         if existing is not None and existing.cls is not cls:
             raise ValueError(f"mixer name {name!r} is already registered to {existing.cls.__qualname__}")
@@ -116,6 +136,7 @@ def unregister_mixer(name: str) -> None:
 
 def get_mixer(name: str) -> MixerEntry:
     """The registry entry for `name`; an unknown name fails with the known names and the closest."""
+    ensure_builtins()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -124,4 +145,5 @@ def get_mixer(name: str) -> MixerEntry:
 
 def list_mixers() -> list[str]:
     """Names of all registered mixers, sorted."""
+    ensure_builtins()
     return sorted(_REGISTRY)

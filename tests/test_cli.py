@@ -1,3 +1,4 @@
+import argparse
 import subprocess
 import sys
 
@@ -52,3 +53,35 @@ def test_version_and_python_dash_m():
     for command in (["-m", "layerzoo"], ["-m", "layerzoo.cli"]):
         result = subprocess.run([sys.executable, *command, "--version"], capture_output=True, text=True)
         assert result.returncode == 0 and result.stdout.strip() == f"layerzoo {layerzoo.__version__}", result
+
+
+def heavy_imports(argv: list[str]) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """Run `python -m layerzoo ARGV...`; its result, and the modules of torch and transformers it imported."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "layerzoo", *argv], capture_output=True, text=True)
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+    return result, {name for name in imported if name.split(".")[0] in ("torch", "transformers")}
+
+
+def subcommands() -> list[str]:
+    from layerzoo.cli import build_parser
+
+    (commands,) = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)]
+    return sorted(commands.choices)
+
+
+@pytest.mark.parametrize("argv", [["--help"], *([name, "--help"] for name in subcommands()), ["tokenizer", "train", "-h"]],
+                         ids=" ".join)
+def test_help_returns_without_importing_torch(argv):
+    result, heavy = heavy_imports(argv)
+    assert result.returncode == 0 and "usage: layerzoo" in result.stdout, result.stderr[-2000:]
+    assert not heavy, f"`layerzoo {' '.join(argv)}` imported {sorted(heavy)[:5]}"
+
+
+@pytest.mark.parametrize("argv", [[], ["trian"], ["train"], ["describe", "swa-tiny", "--seq-len", "x"], ["lm-eval"],
+                                  ["kernels", "rebuild"], ["kernels", "build", "--jobs", "0"]],
+                         ids=lambda argv: " ".join(argv) or "nothing")
+def test_argument_errors_return_without_importing_torch(argv):
+    result, heavy = heavy_imports(argv)
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("import time:")]
+    assert result.returncode == 2 and lines[-1].startswith("layerzoo") and "error:" in lines[-1], result.stderr[-2000:]
+    assert not heavy, f"`layerzoo {' '.join(argv)}` imported {sorted(heavy)[:5]}"

@@ -3,6 +3,9 @@
 import re
 from pathlib import Path
 
+import pytest
+import torch
+
 import layerzoo
 from layerzoo.cli import main
 
@@ -31,3 +34,22 @@ def test_the_readmes_own_mixer_example_runs_as_written():
         assert layerzoo.get_mixer("ema").options["n_heads"].help == "heads, each with its own decay"
     finally:
         layerzoo.unregister_mixer("ema")
+
+
+def test_the_readmes_armt_example_runs_as_written(tmp_path, monkeypatch):
+    """Around a small random Llama saved where the example points (32 layers, as SmolLM2-360M's,
+    so its memory_layers exist): wrap, train-style loss, generate, save the adapter, load it back."""
+    transformers = pytest.importorskip("transformers")
+    monkeypatch.chdir(tmp_path)
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=32, num_attention_heads=2,
+                                      tie_word_embeddings=True, max_position_embeddings=512, vocab_size=64)
+    transformers.AutoModelForCausalLM.from_config(config).save_pretrained("path/to/save_pretrained_dir")
+    ids = torch.randint(0, 64, (1, 40))
+    namespace = {"input_ids": ids, "prompt": ids[:, :20]}
+    exec(compile(readme_block("## ARMT"), "README.md (ARMT)", "exec"), namespace)
+    assert torch.isfinite(namespace["loss"]).all() and namespace["out"].shape == (1, 52)
+    saved, restored = namespace["armt"], namespace["restored"]
+    assert saved.adapter_state_dict().keys() == restored.adapter_state_dict().keys()
+    for name, tensor in saved.adapter_state_dict().items():
+        assert torch.equal(restored.adapter_state_dict()[name], tensor), name

@@ -1,3 +1,5 @@
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import pytest
@@ -12,6 +14,29 @@ from layerzoo.testing import check_mixer
 def test_builtin_mixers_are_registered():
     assert {"attention", "swa"} <= set(layerzoo.list_mixers())
     assert layerzoo.get_mixer("swa").options["window"].default == 128
+
+
+# Each in a fresh interpreter: which built-ins are loaded is per process.
+FRESH_IMPORTS = {
+    "import layerzoo is light": "import sys, layerzoo; assert 'torch' not in sys.modules, 'torch imported'",
+    "a layer reached directly finds the built-ins": (
+        "from layerzoo.specs import load_spec; spec = load_spec('swax-tiny'); "
+        "assert spec.training is not None and {layer.type for layer in spec.model.layers} == {'swa', 'mlstm'}"),
+    "a user mixer cannot take a built-in's name before they load": (
+        "import layerzoo\n"
+        "try:\n"
+        "    layerzoo.register_mixer('swa')(type('Mine', (layerzoo.Mixer,), {'__module__': 'mine'}))\n"
+        "except ValueError as error:\n"
+        "    assert 'already registered' in str(error), error\n"
+        "else:\n"
+        "    raise AssertionError('registered')"),
+}
+
+
+@pytest.mark.parametrize("name", FRESH_IMPORTS)
+def test_the_built_ins_load_on_first_use(name):
+    result = subprocess.run([sys.executable, "-c", FRESH_IMPORTS[name]], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def test_unknown_mixer_names_the_known_ones_and_the_closest():

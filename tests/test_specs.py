@@ -124,7 +124,7 @@ MALFORMED = [
     ("name: base", "name: base\nnmae: typo", 2, ["nmae", "did you mean 'name'"]),
     ("vocab_size: 64", "vocab_size: 64\n  overrides:\n    7: {window: 2}", 7, ["model.overrides.7", "not a layer index"]),
     ("vocab_size: 64", "vocab_size: 64\n  vocab_size: 65", 6, ["duplicate key"]),
-    ("mixers:", "mixers: [", 8, ["invalid YAML"]),
+    ("mixers:", "mixers: [", 6, ["invalid YAML", "'[' left open"]),
 ]
 
 
@@ -202,3 +202,54 @@ def test_unreadable_or_runaway_spec_files_are_one_line(tmp_path):
         load_spec(tmp_path / "s69.yaml")
     with pytest.raises(SpecError, match=r"^--set extends=swa-tiny: extends cannot be set from the command line"):
         load_spec(tmp_path / "s0.yaml", ["extends=swa-tiny"])
+
+
+def test_layers_over_an_inherited_pattern_names_the_users_file_and_how_to_clear_it(tmp_path):
+    write(tmp_path, BASE, "base.yaml")
+    child = write(tmp_path, "extends: base.yaml\nmodel:\n  layers: [swa, attention]\n  n_layers: 2\n")
+    with pytest.raises(SpecError) as error:
+        load_spec(child)
+    message = str(error.value)
+    assert message.startswith(f"{child}:3: model.layers: ") and "\n" not in message
+    assert f"'pattern' is inherited from {tmp_path / 'base.yaml'}:9" in message and "`pattern: null`" in message
+    cleared = write(tmp_path, "extends: base.yaml\nmodel:\n  layers: [swa, attention]\n  n_layers: 2\n  pattern: null\n")
+    assert [layer.type for layer in load_spec(cleared).model.layers] == ["swa", "attention"]
+    with pytest.raises(SpecError, match=r"^--set model.layers=\[swa\]: model.layers: 'pattern' is inherited from .*"
+                                        r"clear it with --set model.pattern=null"):
+        load_spec(tmp_path / "base.yaml", ["model.layers=[swa]", "model.n_layers=1"])
+    assert load_spec(tmp_path / "base.yaml", ["model.layers=[swa]", "model.n_layers=1", "model.pattern=null"])
+
+
+def test_n_layers_over_inherited_layers_names_the_users_file(tmp_path):
+    write(tmp_path, BASE.replace("pattern: [swa, swa, swa, attention]", "layers: [swa, swa, swa, attention]"), "base.yaml")
+    child = write(tmp_path, "extends: base.yaml\nmodel:\n  n_layers: 2\n")
+    with pytest.raises(SpecError, match=rf"^{child}:3: model.n_layers: is 2 but the layers inherited from "
+                                        rf"{tmp_path / 'base.yaml'}:9 list 4"):
+        load_spec(child)
+
+
+YAML_MISTAKES = [
+    # (the spec's lines with one mistake, the line of the mistake, words in the message)
+    (["model:", "  d_model 32", "  n_layers: 4"], 2, ["a key without ':'"]),
+    (["model:", "  d_model: 32", "   n_layers: 4", "  vocab_size: 64"], 3, ["indentation"]),
+    (["model:", "   d_model: 32", "  n_layers: 4", "  vocab_size: 64"], 2, ["indentation"]),
+    (["model:", "  d_model: 32", "n_layers: 4", "  vocab_size: 64", "  mixers: {}"], 3, ["indentation"]),
+    (["model:", "  d_model: 32", "  n_layers: 4", "   vocab_size: 64"], 4, ["indentation"]),
+    (["model:", "  mixers: {swa: {window: 8}", "  d_model: 32"], 2, ["'{' left open"]),
+    (["model:", "  mixers: [swa, attention", "  d_model: 32"], 2, ["'[' left open"]),
+    (["name: \"base", "model:", "  d_model: 32"], 1, ["quoted scalar left open"]),
+    (["model:", "\td_model: 32"], 2, ["cannot start any token"]),
+]
+
+
+@pytest.mark.parametrize("lines, line, words", YAML_MISTAKES, ids=[str(case[1]) + case[2][0] for case in YAML_MISTAKES])
+def test_a_yaml_syntax_error_names_the_line_of_the_mistake(tmp_path, lines, line, words):
+    """YAML's parser reports many mistakes at the line after them (the one where it gives up): a
+    key that lacks its ':', a line indented unlike its siblings, a bracket or quote left open."""
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    with pytest.raises(SpecError) as error:
+        load_spec(path)
+    message = str(error.value)
+    assert message.startswith(f"{path}:{line}: invalid YAML: ") and "\n" not in message, message
+    for word in words:
+        assert word in message, message

@@ -30,16 +30,10 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, temperature
     state: what the model returned after reading earlier tokens of these rows (a prefix read in
     pieces, a conversation so far); input_ids continue it. None: the rows start here.
     """
-    if input_ids.dim() != 2 or input_ids.shape[1] == 0:
-        raise ValueError(f"input_ids must be (batch, length >= 1), got shape {tuple(input_ids.shape)}")
-    if not (math.isfinite(temperature) and temperature >= 0):
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
-    if max_new_tokens < 0 or (top_k is not None and top_k < 1):
-        raise ValueError(f"max_new_tokens must be >= 0 and top_k >= 1, got {max_new_tokens} and {top_k}")
+    check_generate_arguments(input_ids, max_new_tokens, temperature, top_k, prefill_chunk_size,
+                             getattr(model.config, "vocab_size", None))
     if attention_mask is not None:
-        Packing.from_mask(attention_mask, input_ids.shape)  # its one-line errors, before any work
-        if not bool(attention_mask.bool().any(dim=1).all()):
-            raise ValueError("attention_mask: every prompt needs at least one real token")
+        check_prompt_mask(attention_mask, input_ids.shape)
     last = None
     chunk = prefill_chunk_size or input_ids.shape[1]
     masks = [None] * len(input_ids.split(chunk, dim=1)) if attention_mask is None else attention_mask.split(chunk, dim=1)
@@ -53,6 +47,56 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, temperature
         logits, state = model(next_token, state=state, return_state=True)
         last = logits[:, -1]
     return torch.cat(tokens, dim=1)
+
+
+def check_generate_arguments(input_ids: Any, max_new_tokens: Any, temperature: Any, top_k: Any,
+                             prefill_chunk_size: Any, vocab_size: int | None) -> None:
+    """A one-line ValueError naming the first malformed argument of generate, before any work:
+    max_new_tokens must be an integer >= 0, temperature a finite number >= 0, top_k and
+    prefill_chunk_size integers >= 1 or None; input_ids as check_token_ids says."""
+    check_token_ids(input_ids, vocab_size)
+    check_integer("max_new_tokens", max_new_tokens, 0)
+    if not is_number(temperature) or not (math.isfinite(temperature) and temperature >= 0):
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    for name, value in (("top_k", top_k), ("prefill_chunk_size", prefill_chunk_size)):
+        if value is not None:
+            check_integer(name, value, 1, " or None")
+
+
+def check_token_ids(input_ids: Any, vocab_size: int | None) -> None:
+    """A one-line ValueError unless input_ids is a (batch, length >= 1) tensor of integer ids in
+    [0, vocab_size) (when vocab_size is given: one device synchronisation, for the range)."""
+    what = "input_ids must be a (batch, length >= 1) tensor of token ids"
+    if not isinstance(input_ids, torch.Tensor):
+        raise ValueError(f"{what}, got {type(input_ids).__name__}")
+    if input_ids.is_floating_point() or input_ids.is_complex() or input_ids.dtype == torch.bool:
+        raise ValueError(f"{what}, got {str(input_ids.dtype).removeprefix('torch.')}")
+    if input_ids.dim() != 2 or input_ids.shape[1] == 0:
+        raise ValueError(f"{what}, got shape {tuple(input_ids.shape)}")
+    if vocab_size is not None and input_ids.numel():
+        low, high = (int(v) for v in input_ids.aminmax())
+        if low < 0 or high >= vocab_size:
+            raise ValueError(f"input_ids must be token ids in [0, {vocab_size}) (the vocabulary), "
+                             f"got {low if low < 0 else high}")
+
+
+def check_prompt_mask(attention_mask: torch.Tensor, shape: torch.Size | None) -> None:
+    """A one-line ValueError unless attention_mask is a (batch, length) mask of 0 and 1 for
+    prompts of `shape` (when given), with a real token in every row (a row of padding has nothing
+    to continue)."""
+    Packing.from_mask(attention_mask, shape)  # its one-line errors
+    if not bool(attention_mask.bool().any(dim=1).all()):
+        raise ValueError("attention_mask: every prompt needs at least one real token")
+
+
+def check_integer(name: str, value: Any, minimum: int, alternative: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}{alternative}, got {value!r}")
+
+
+def is_number(value: Any) -> bool:
+    """A real number (an int or a float, not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _last_real(logits: torch.Tensor, mask: torch.Tensor | None, last: torch.Tensor | None) -> torch.Tensor:

@@ -25,6 +25,7 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from ..assemblies.causal_lm import CausalLM
+from ..assemblies.generate import check_integer, check_prompt_mask, check_token_ids, is_number
 from ..assemblies.init import init_module
 from ..mixers.attention import CausalAttention
 from ..mixers.attention_weights import recorded_attention
@@ -32,6 +33,7 @@ from ..specs import Spec, load_spec
 from .cache import LayerzooCache
 from .config import LayerzooConfig
 from .errors import HFError
+from .weights import check_weight_shapes
 
 IGNORE_INDEX = -100  # labels not scored: transformers' and torch's convention
 # transformers 5.24 renamed `past_key_values` to `cache` (the outputs' field, generate's keyword):
@@ -80,12 +82,18 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
         """Load a folder save_pretrained wrote (local folders only, never the Hub), or with None
         the `state_dict` given beside a `config`. Weights missing from it are initialised as a new
         model's and listed in `missing_keys` (`output_loading_info=True`); a NaN or infinite weight
-        is an HFError naming it unless allow_non_finite."""
+        is an HFError naming it unless allow_non_finite; so is a weight whose shape the config's
+        model does not have, unless ignore_mismatched_sizes (transformers then initialises it)."""
         if pretrained_model_name_or_path is None:
             if not isinstance(kwargs.get("config"), LayerzooConfig) or kwargs.get("state_dict") is None:
                 raise HFError("from_pretrained(None, ...) needs config= (a LayerzooConfig) and state_dict=")
         else:
             check_layerzoo_folder(pretrained_model_name_or_path)
+            if not kwargs.get("ignore_mismatched_sizes"):
+                config = kwargs.get("config")
+                if not isinstance(config, LayerzooConfig):
+                    config = LayerzooConfig.from_pretrained(pretrained_model_name_or_path)
+                check_weight_shapes(Path(pretrained_model_name_or_path), config, cls.base_model_prefix)
         kwargs.setdefault("local_files_only", True)
         loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         if not allow_non_finite:
@@ -164,6 +172,17 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
             raise HFError(f"inputs_embeds must be (batch, length, {d_model}), got shape {tuple(inputs_embeds.shape)}")
         return inputs_embeds
 
+    def generate(self, inputs: torch.Tensor | None = None, generation_config: Any = None, *args: Any, **kwargs: Any):
+        """transformers' generate, after the checks layerzoo's own generate makes, each a one-line
+        ValueError before any work: token ids in the vocabulary, an integer max_new_tokens, every
+        prompt with a real token; and top_p in (0, 1] (transformers skips a top_p above 1 and
+        keeps 0 or NaN)."""
+        config = generation_config if generation_config is not None else self.generation_config
+        check_generation(inputs if inputs is not None else kwargs.get("input_ids"), kwargs.get("attention_mask"),
+                         {name: kwargs.get(name, getattr(config, name, None)) for name in ("max_new_tokens", "top_p")},
+                         self.config.vocab_size)
+        return super().generate(inputs, generation_config, *args, **kwargs)
+
     def _prepare_cache_for_generation(self, generation_config, model_kwargs: dict, *args: Any, **kwargs: Any) -> None:
         """generate's hook: an empty LayerzooCache to fill (transformers would make a key/value one).
         Made before the prompt is read, so chunked prefill (prefill_chunk_size) works."""
@@ -177,6 +196,20 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
             given._is_user_defined = True  # transformers' mark: the cache outlives generate
         elif generation_config.use_cache is not False:
             model_kwargs[CACHE_FIELD] = LayerzooCache(n_layers=len(self.model.blocks))
+
+
+def check_generation(input_ids: torch.Tensor | None, attention_mask: torch.Tensor | None, settings: dict[str, Any],
+                     vocab_size: int) -> None:
+    """The checks of layerzoo's generate on the arguments of transformers' (see generate)."""
+    if input_ids is not None:
+        check_token_ids(input_ids, vocab_size)
+    if attention_mask is not None:  # it may cover a cache's columns too: its rows are checked, not its width
+        check_prompt_mask(attention_mask, None)
+    if settings["max_new_tokens"] is not None:
+        check_integer("max_new_tokens", settings["max_new_tokens"], 0)
+    top_p = settings["top_p"]
+    if top_p is not None and not (is_number(top_p) and 0 < top_p <= 1):
+        raise ValueError(f"top_p must be a number in (0, 1], got {top_p!r}")
 
 
 def piece_mask(attention_mask: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | None:

@@ -1,4 +1,4 @@
-"""Token mixers, one file each, registered by name when imported (`import layerzoo` does)."""
+"""Token mixers, one file each, registered by name when imported (the registry's first lookup does)."""
 
 from .base import Mixer, MixerOptions
 from .attention import Attention, KVCache, SlidingWindowAttention, at_window, set_window

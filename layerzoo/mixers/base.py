@@ -28,6 +28,7 @@ from ..blocks.packing import Packing, check_packed, lengths_of
 from ..errors import OptionError
 from ..options import Section, declared
 from ..registry import read_options
+from .inputs import check_state_streams, check_x
 from .states import concat_streams, select_streams
 
 
@@ -85,15 +86,22 @@ class Mixer(nn.Module):
 
         cu_seqlens: (N + 1,) offsets of N sequences packed into x (B = 1); state then has N rows.
         attention_mask: (B, T), 1 at real tokens and 0 at padding; y is 0 at the padding.
+        Malformed arguments are one-line ValueErrors naming them, before any work.
         """
+        op = type(self).__name__
+        check_x(op, x, self.d_model)
         packing = None
         if attention_mask is not None:
             if cu_seqlens is not None:
-                raise ValueError(f"{type(self).__name__}: pass cu_seqlens or attention_mask, not both")
+                raise ValueError(f"{op}: pass cu_seqlens or attention_mask, not both")
             packing = Packing.from_mask(attention_mask, x.shape[:2])
+            check_state_streams(op, state, x.shape[0], f"x has {x.shape[0]} rows")
             x, cu_seqlens = packing.pack(x), packing.cu_seqlens
         elif cu_seqlens is not None:
-            check_packed(type(self).__name__, cu_seqlens, x)
+            check_packed(op, cu_seqlens, x)
+            check_state_streams(op, state, len(cu_seqlens) - 1, f"cu_seqlens has {len(cu_seqlens) - 1}")
+        else:
+            check_state_streams(op, state, x.shape[0], f"x has {x.shape[0]} rows")
         if cu_seqlens is None or self.packs_sequences:
             y, new_state = self.mix(x, state, cu_seqlens)
         else:

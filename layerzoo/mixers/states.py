@@ -41,3 +41,16 @@ def zip_states(fn: Callable[[list[torch.Tensor]], Any], trees: list[Any]) -> Any
     if any(tree != first for tree in trees[1:]):
         raise ValueError(f"streams disagree on a state value that is not a tensor: {trees}")
     return first
+
+
+def tensors_in(tree: Any) -> list[torch.Tensor]:
+    """Every tensor in a state, in a fixed order (fields, items, values); other leaves are skipped."""
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    if dataclasses.is_dataclass(tree) and not isinstance(tree, type):
+        return [t for field in dataclasses.fields(tree) for t in tensors_in(getattr(tree, field.name))]
+    if isinstance(tree, (list, tuple)):
+        return [t for item in tree for t in tensors_in(item)]
+    if isinstance(tree, dict):
+        return [t for item in tree.values() for t in tensors_in(item)]
+    return []

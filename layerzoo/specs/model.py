@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..blocks.swiglu import ffn_hidden_size
-from ..errors import OptionError, did_you_mean, unknown_name_message
+from ..errors import OptionError, SpecError, did_you_mean, unknown_name_message
 from ..options import Section, convert, option
 from ..registry import get_mixer, list_mixers, read_options
 from .config import LayerConfig, MixerConfig, ModelConfig
@@ -24,6 +24,7 @@ from .yaml_source import KeyPath, Locations, fail
 MAX_WIDTH = 2**20
 MAX_VOCAB = 2**24
 MAX_LAYERS = 2**12
+EXACTLY_ONE = "give exactly one of 'pattern' (cycled to n_layers) or 'layers' (one per layer)"
 
 
 @dataclass(frozen=True)
@@ -143,8 +144,10 @@ def check_mixer_fits(mixer: MixerConfig, d_model: int, locations: Locations, pat
 
 def layer_names(section: ModelSection, mixers: dict, locations: Locations) -> list[str]:
     """The mixer config name of each layer, from `pattern` (cycled) or `layers` (listed)."""
-    if (section.pattern is None) == (section.layers is None):
-        raise fail(locations, ("model",), "give exactly one of 'pattern' (cycled to n_layers) or 'layers' (one per layer)")
+    if section.pattern is not None and section.layers is not None:
+        raise both_layer_lists(locations)
+    if section.pattern is None and section.layers is None:
+        raise fail(locations, ("model",), EXACTLY_ONE)
     key = "pattern" if section.pattern is not None else "layers"
     names = getattr(section, key)
     if not names:
@@ -160,10 +163,27 @@ def layer_names(section: ModelSection, mixers: dict, locations: Locations) -> li
             raise fail(locations, ("model",), "missing required key 'n_layers' (the pattern is cycled to it)")
         return [names[i % len(names)] for i in range(n_layers)]
     if n_layers is not None and n_layers != len(names):
+        last, first = locations.last_set(("model", "n_layers"), ("model", "layers"))
+        if last == ("model", "n_layers") and locations.source(last) != locations.source(first):
+            raise fail(locations, last, f"is {n_layers} but the layers inherited from {locations.where(first)} "
+                                        f"list {len(names)}")
         raise fail(locations, ("model", "layers"), f"lists {len(names)} layers but n_layers is {n_layers}")
     if len(names) > MAX_LAYERS:
         raise fail(locations, ("model", "layers"), f"lists {len(names)} layers, more than {MAX_LAYERS}")
     return list(names)
+
+
+def both_layer_lists(locations: Locations) -> SpecError:
+    """The error of a model with both `pattern` and `layers`. When one is inherited (from a file the
+    spec extends, or the file under a --set flag), it is located at the one set last, the user's,
+    and says how to clear the other."""
+    last, first = locations.last_set(("model", "pattern"), ("model", "layers"))
+    if locations.source(last) == locations.source(first):
+        return fail(locations, ("model",), EXACTLY_ONE)
+    other = first[-1]
+    clear = f"--set model.{other}=null" if locations.source(last).startswith("--set ") else f"`{other}: null` under model:"
+    return fail(locations, last, f"'{other}' is inherited from {locations.where(first)}; a model takes 'pattern' "
+                                 f"(cycled to n_layers) or 'layers' (one per layer), not both: clear it with {clear}")
 
 
 def apply_override(layers: list[LayerConfig], index: Any, override: Any, mixers: dict, d_model: int,

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from ..errors import SpecError
+from .yaml_errors import syntax_error_line
 
 KeyPath = tuple  # ("model", "mixers", "swa", "window")
 
@@ -28,6 +29,17 @@ class Locations(dict):
             if path[:end] in self:
                 return self[path[:end]]
         return "<spec>"
+
+    def source(self, path: KeyPath) -> str:
+        """The file (or the `--set` flag) that set `path`: its location without the line."""
+        where = self.where(path)
+        return where if where.startswith("--set ") else where.rpartition(":")[0] or where
+
+    def last_set(self, *paths: KeyPath) -> list[KeyPath]:
+        """`paths` by when they were set, the last first: a spec merges each file over the files it
+        extends and the `--set` flags over all, each placing the keys it sets after those it keeps."""
+        order = {path: index for index, path in enumerate(self)}
+        return sorted(paths, key=lambda path: order.get(path, -1), reverse=True)
 
 
 def fail(locations: Locations, path: KeyPath, message: str) -> SpecError:
@@ -47,10 +59,8 @@ def read_yaml(text: str, source: str) -> tuple[Any, Locations]:
         locations = Locations({(): f"{source}:{node.start_mark.line + 1}"})
         _record(loader, node, (), source, locations)
     except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise SpecError(f"{source}{line}: invalid YAML: {problem}") from None
+        line, problem = syntax_error_line(error, text)
+        raise SpecError(f"{source}{'' if line is None else f':{line}'}: invalid YAML: {problem}") from None
     finally:
         loader.dispose()
     return data, locations

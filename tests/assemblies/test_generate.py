@@ -32,3 +32,33 @@ def test_generating_from_a_state_continues_the_rows_it_holds(model):
     with torch.no_grad():
         _, state = model(prompt[:, :6], return_state=True)
     assert torch.equal(model.generate(prompt[:, 6:], 5, state=state), model.generate(prompt, 5)[:, 6:])
+
+
+@pytest.mark.parametrize("token", [256, 10**6, -1])
+def test_a_token_id_outside_the_vocabulary_is_refused_in_one_line(model, token):
+    prompt = torch.tensor([[1, 2, token]])
+    with pytest.raises(ValueError, match=rf"^input_ids must be token ids in \[0, 256\) \(the vocabulary\), got {token}$"):
+        model.generate(prompt, 2)
+
+
+@pytest.mark.parametrize("arguments,words", [
+    ({"max_new_tokens": 1.5}, "max_new_tokens must be an integer >= 0, got 1.5"),
+    ({"max_new_tokens": True}, "max_new_tokens must be an integer >= 0, got True"),
+    ({"max_new_tokens": -1}, "max_new_tokens must be an integer >= 0, got -1"),
+    ({"top_k": 0}, "top_k must be an integer >= 1 or None, got 0"),
+    ({"top_k": 2.5}, "top_k must be an integer >= 1 or None, got 2.5"),
+    ({"temperature": "0.5"}, "temperature must be a finite number >= 0, got '0.5'"),
+    ({"prefill_chunk_size": 0}, "prefill_chunk_size must be an integer >= 1 or None, got 0"),
+    ({"input_ids": [[1, 2]]}, "input_ids must be a (batch, length >= 1) tensor of token ids, got list"),
+    ({"input_ids": torch.ones(1, 3)}, "input_ids must be a (batch, length >= 1) tensor of token ids, got float32"),
+])
+def test_malformed_arguments_are_refused_before_any_work(model, monkeypatch, arguments, words):
+    """Each a one-line ValueError naming the argument, raised before the prompt is read."""
+    def no_prefill(*args, **kwargs):
+        raise AssertionError("the model ran before the arguments were checked")
+
+    monkeypatch.setattr(model, "forward", no_prefill)
+    arguments = {"input_ids": torch.zeros(1, 3, dtype=torch.long), "max_new_tokens": 2, **arguments}
+    with pytest.raises(ValueError) as error:
+        model.generate(**arguments)
+    assert str(error.value) == words

@@ -106,3 +106,27 @@ def test_crop_and_foreign_caches_are_one_line_errors(swax):
         swax(ids, cache=DynamicCache())
     with pytest.raises(HFError, match=r"does not take position_ids=Tensor"):
         swax(ids, position_ids=torch.zeros(1, 5, dtype=torch.long))
+
+
+@pytest.mark.parametrize("arguments,words", [
+    ({"do_sample": True, "top_p": 0.0}, "top_p must be a number in (0, 1], got 0.0"),
+    ({"do_sample": True, "top_p": 1.5}, "top_p must be a number in (0, 1], got 1.5"),
+    ({"do_sample": True, "top_p": float("nan")}, "top_p must be a number in (0, 1], got nan"),
+    ({"attention_mask": torch.tensor([[1, 1, 1], [0, 0, 0]])}, "attention_mask: every prompt needs at least one real token"),
+    ({"attention_mask": torch.tensor([[1, 1, 2], [1, 1, 1]])}, "attention_mask must hold only 0 (padding) and 1"),
+    ({"input_ids": torch.tensor([[1, 2, 256], [1, 2, 3]])}, "input_ids must be token ids in [0, 256) (the vocabulary), got 256"),
+    ({"input_ids": torch.tensor([[1, 2, -1], [1, 2, 3]])}, "input_ids must be token ids in [0, 256) (the vocabulary), got -1"),
+    ({"max_new_tokens": 1.5}, "max_new_tokens must be an integer >= 0, got 1.5"),
+])
+def test_generate_refuses_what_layerzoos_generate_refuses_before_any_work(swax, monkeypatch, arguments, words):
+    """transformers accepts these (top_p outside (0, 1] and NaN are skipped or kept, a prompt of
+    padding alone generates from nothing, max_new_tokens=1.5 generates 2); layerzoo refuses them,
+    as its own generate does, in one line before the prompt is read."""
+    def no_prefill(*args, **kwargs):
+        raise AssertionError("the model ran before the arguments were checked")
+
+    monkeypatch.setattr(swax, "forward", no_prefill)
+    arguments = {"input_ids": torch.tensor([[1, 2, 3], [4, 5, 6]]), "max_new_tokens": 2, **GREEDY, **arguments}
+    with pytest.raises(ValueError) as error:
+        swax.generate(**arguments)
+    assert str(error.value).startswith(words) and "\n" not in str(error.value)

@@ -2,6 +2,7 @@
 Auto classes in a fresh process without trust_remote_code; bad folders are one-line errors."""
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -82,3 +83,20 @@ def test_bad_folders_and_specs_are_one_line_errors(tmp_path):
         LayerzooForCausalLM.from_spec("armt-tiny")
     with pytest.raises(ValueError, match="no model_spec"):
         LayerzooConfig().model_config()
+
+
+def test_weights_that_do_not_fit_the_config_are_one_line_naming_the_tensor_and_both_shapes(tmp_path):
+    """transformers ends such a folder in a RuntimeError after a multi-line report; layerzoo reads the
+    safetensors header first (nothing allocated) and names the first tensor that does not fit."""
+    LayerzooForCausalLM.from_spec("swa-tiny").save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["model_spec"]["d_model"] = 32
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(HFError) as error:
+        LayerzooForCausalLM.from_pretrained(tmp_path)
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(f"{tmp_path / 'model.safetensors'}: ")
+    assert re.search(r": model\.[\w.]+ has shape \([\d, ]*64[\d, ]*\), but the model of config.json needs \([\d, ]*32[\d, ]*\): ", message)
+    assert "ignore_mismatched_sizes=True" in message
+    loaded, info = LayerzooForCausalLM.from_pretrained(tmp_path, ignore_mismatched_sizes=True, output_loading_info=True)
+    assert loaded.model.embedding.weight.shape == (256, 32) and info["mismatched_keys"]

@@ -409,6 +409,16 @@ def test_a_log_decay_of_minus_inf_is_refused_by_chunked_backends():
     assert torch.isfinite(gated_delta_rule(q, q, v, g, g.exp() / 2, backend="reference")).all()
 
 
+@pytest.mark.parametrize("backend", ["reference", "chunkwise"])  # chunkwise runs the compiled kernel on CPU
+def test_a_log_decay_of_plus_inf_is_refused_by_every_backend(backend):
+    """exp(+inf) has no meaning as a decay; unrefused it is NaN, and not the same NaN on every backend."""
+    q, v, g = torch.randn(1, 6, 2, 8), torch.randn(1, 6, 2, 4), -torch.rand(1, 6, 2)
+    g[:, 3, 1] = float("inf")
+    with pytest.raises(ValueError, match=r"^gated_delta_rule: g holds \+inf; a log decay is <= 0") as info:
+        gated_delta_rule(q, q, v, g, torch.full_like(g, 0.5), backend=backend)
+    assert "\n" not in str(info.value)
+
+
 def test_the_fla_adapter_hands_fla_packed_sequences_without_empty_ones(monkeypatch):
     """fla gets its own cu_seqlens (and their host copy) and the initial states of the sequences
     it runs; an empty sequence's state passes through. fla's kernels run on CUDA only, so here a

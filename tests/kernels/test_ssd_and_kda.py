@@ -253,6 +253,17 @@ def test_a_log_decay_of_minus_inf_is_refused_by_chunked_backends(op):
     assert torch.isfinite(op.kernel(**inputs, backend="reference")).all()
 
 
+@pytest.mark.parametrize("backend", ["reference", "chunkwise"])
+@pytest.mark.parametrize("op", OPS, ids=str)
+def test_a_log_decay_of_plus_inf_is_refused_by_every_backend(op, backend):
+    """exp(+inf) has no meaning as a decay; unrefused it is NaN, and not the same NaN on every backend."""
+    inputs = make_inputs(op, (1, 6, 2), 8, 4, torch.Generator().manual_seed(0))
+    inputs["g"][:, 3] = float("inf")
+    with pytest.raises(ValueError, match=rf"^{op.name}: g holds \+inf; a log decay is <= 0") as info:
+        op.kernel(**inputs, backend=backend)
+    assert "\n" not in str(info.value)
+
+
 @pytest.mark.parametrize("op", OPS, ids=str)
 def test_the_fla_adapter_hands_fla_packed_sequences_without_empty_ones(op, monkeypatch):
     """fla gets its own cu_seqlens (and their host copy), g in fp32 and the initial states of the

@@ -20,3 +20,27 @@ def test_a_short_training_lowers_the_mqar_loss(tiny_spec, tmp_path):
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert {"loss", "accuracy", "lr", "tokens_per_s", "window"} <= set(records[0])
     assert any("eval_accuracy" in record for record in records)
+
+
+def test_a_kernel_build_during_training_labels_the_progress_bar(tiny_spec, tmp_path, monkeypatch, capsys):
+    """First use in a new environment: a kernel builds inside the first step. Its notice stands
+    above the bar and the bar reads "building kernels" meanwhile, not a silent 0%; then it goes on."""
+    from torch.utils import cpp_extension
+
+    from layerzoo.kernels.compiled import KERNELS
+
+    def failing_build(**_):  # quick, and it leaves the PyTorch kernels running
+        raise RuntimeError("x.cpp:1:1: error: no compiler here")
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(cpp_extension, "load", failing_build)
+    for kernel in KERNELS:
+        kernel.load.cache_clear()
+    try:
+        train(tiny_spec, ["training.steps=2"], run_dir=tmp_path / "run", progress=True)
+    finally:
+        for kernel in KERNELS:
+            kernel.load.cache_clear()  # the next use loads the real build again
+    err = capsys.readouterr().err
+    assert "layerzoo: building the compiled CPU sliding-window attention kernel" in err
+    assert "building kernels:   0%" in err and "building kernels" not in err.rsplit("\r", 1)[-1], err[-600:]

@@ -53,17 +53,30 @@ def check_chunk_size(op: str, chunk_size: object) -> None:
         _fail(op, f"chunk_size must be an integer >= 1, got {chunk_size!r}")
 
 
-def check_finite_decay(op: str, name: str, log_decay: torch.Tensor, backend: str) -> None:
-    """A one-line ValueError when a chunked backend gets a log decay of -inf (a full reset).
+def check_finite_decay(op: str, name: str, log_decay: torch.Tensor, backend: str, *, gate: bool = False) -> None:
+    """A one-line ValueError when a log decay holds +inf, or -inf (a full reset) on a chunked backend.
 
-    The step loop multiplies by exp(-inf) = 0; a chunked kernel subtracts cumulative sums of log
-    decays, and -inf - -inf is NaN. A reset is where one sequence ends and the next begins, which
-    is what the reference backend or one call per sequence expresses. Skipped while tracing
-    (torch.compile): the check reads the data.
+    A log decay is <= 0 (the log of a factor in (0, 1]): +inf has no meaning, and the arithmetic
+    turns it into NaN, not the same NaN on every backend; gate=True is for a gate's
+    pre-activation (mLSTM f, whose decay is sigmoid(f)), where +inf is a factor of 1. The step
+    loop multiplies by exp(-inf) = 0; a chunked kernel subtracts cumulative sums of log decays,
+    and -inf - -inf is NaN. A reset is where one sequence ends and the next begins, which is what
+    the reference backend or one call per sequence expresses. One read of the data (a device
+    sync on CUDA) where there is nothing to refuse; skipped while tracing (torch.compile).
     """
-    if backend != REFERENCE and not torch.compiler.is_compiling() and bool(log_decay.isneginf().any()):
-        _fail(op, f"{name} holds -inf (a full reset), which the {backend!r} backend cannot take; "
-                  "split the sequence there or use backend='reference'")
+    if torch.compiler.is_compiling():
+        return
+    chunked = backend != REFERENCE
+    if gate:  # only a reset can be refused, and only by a chunked backend
+        refused = log_decay.isneginf() if chunked else None
+    else:  # one test for both infinities, which tell apart only once one is there
+        refused = log_decay.isinf() if chunked else log_decay.isposinf()
+    if refused is None or not bool(refused.any()):
+        return
+    if not gate and bool(log_decay.isposinf().any()):
+        _fail(op, f"{name} holds +inf; a log decay is <= 0 (the log of a factor in (0, 1])")
+    _fail(op, f"{name} holds -inf (a full reset), which the {backend!r} backend cannot take; "
+              "split the sequence there or use backend='reference'")
 
 
 def check_cu_seqlens(op: str, cu_seqlens: object, sizes: Mapping[str, int], device: torch.device, *,

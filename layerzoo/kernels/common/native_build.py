@@ -1,11 +1,15 @@
 """Compiled CPU kernels: C++ sources built on first use with torch.utils.cpp_extension, then loaded
 from torch's cache.
 
-A build runs once per machine, Python, torch version and source (under ~/.cache/torch_extensions,
-or $TORCH_EXTENSIONS_DIR). It needs a C++ compiler and ninja; without them, or with
-LAYERZOO_NATIVE=0, each family's chunkwise kernel runs its PyTorch code, which computes the same
-thing more slowly. Every extension registers its ops in the torch.ops.layerzoo namespace
-(TORCH_LIBRARY_FRAGMENT, so families load independently).
+A build runs once per Python environment (its folder and torch install), checkout, torch version
+and source, in a folder of its own under torch's cache (~/.cache/torch_extensions, or
+$TORCH_EXTENSIONS_DIR): its build files hold those paths, so environments sharing the cache never
+rebuild each other's kernels nor wait on each other's lock. A build says so on stderr
+(or to whoever reports builds: the trainer's progress bar), as does waiting for another process's.
+It needs a C++ compiler and ninja; without them, or with LAYERZOO_NATIVE=0, each family's
+chunkwise kernel runs its PyTorch code, which computes the same thing more slowly. Every extension
+registers its ops in the torch.ops.layerzoo namespace (TORCH_LIBRARY_FRAGMENT, so families load
+independently).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class CompiledOps:
     """
 
     name: str
+    what: str
     load: Callable[[], Any]
     enabled: Callable[[], bool]
 
@@ -55,6 +60,10 @@ class CompiledOps:
     def build_directory(self) -> Path:
         """Where this extension is built and cached."""
         return build_directory(self.name)
+
+    def built(self) -> bool:
+        """Whether this environment has built the extension (loading it then builds nothing)."""
+        return library(self.name).is_file()
 
 
 def compiled_ops(family: str, sources: list[Path], headers: list[Path], what: str,
@@ -77,7 +86,7 @@ def compiled_ops(family: str, sources: list[Path], headers: list[Path], what: st
     def enabled() -> bool:
         return not turned_off() and load() is not None
 
-    return CompiledOps(name, load, enabled)
+    return CompiledOps(name, what, load, enabled)
 
 
 def turned_off() -> bool:
@@ -99,13 +108,18 @@ def extension_name(family: str, sources: list[Path], headers: list[Path]) -> str
 def build_extension(name: str, sources: list[Path], what: str, flags: tuple[str, ...] = ()) -> bool:
     """Build (if need be) and load the extension `name`; False, with one warning saying why, when it
     cannot be built or loaded. `what` names the kernel in log lines ("gated delta rule"); `flags`
-    are compiler flags on top of the shared ones."""
+    are compiler flags on top of the shared ones. A build (one this process runs, not one it finds
+    done) is reported when it starts and ends."""
     from torch.utils import cpp_extension
 
     log.info("layerzoo: loading the compiled CPU %s (built on first use)", what)
     directory = build_directory(name)
     try:
-        with build_lock(directory):
+        with build_lock(directory, what), contextlib.ExitStack() as building:
+            if not library(name).is_file():  # looked at under the lock: another process may have just built it
+                building.enter_context(announced(
+                    f"layerzoo: building the compiled CPU {what} kernel, once for this Python environment "
+                    "(a minute or two; `layerzoo kernels build` builds all of them up front)"))
             cpp_extension.load(
                 name=name,
                 sources=[str(p) for p in sources],
@@ -123,22 +137,76 @@ def build_extension(name: str, sources: list[Path], what: str, flags: tuple[str,
 
 def build_directory(name: str) -> Path:
     """Where the extension `name` is built and cached: torch's extension root, one folder per Python
-    version (the build compiles against its headers) and name."""
+    version and environment (see environment_key), and name."""
     from torch.utils import cpp_extension
 
     root = os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root()
-    return Path(root) / f"py{sys.version_info.major}{sys.version_info.minor}_cpu" / name
+    return Path(root) / f"py{sys.version_info.major}{sys.version_info.minor}_cpu_{environment_key()}" / name
+
+
+def environment_key() -> str:
+    """A short hash of the paths a build's files hold: the Python environment's (sys.prefix, a
+    virtual environment's own folder, whatever its interpreter is called), its torch install's
+    and the kernel sources' (a checkout, or the environment's site-packages). A build whose files
+    hold other paths is redone, so each environment and checkout gets a folder of its own."""
+    places = (sys.prefix, Path(torch.__file__).parent, Path(__file__).parents[1])
+    return hashlib.sha256("\n".join(str(Path(place).resolve()) for place in places).encode()).hexdigest()[:12]
+
+
+def library(name: str) -> Path:
+    """The library a finished build of the extension `name` leaves."""
+    from torch.utils import cpp_extension
+
+    return build_directory(name) / f"{name}{cpp_extension.LIB_EXT}"
+
+
+# Who hears of builds, innermost last (see reporting_builds); with none, stderr does.
+_reporters: list[Callable[[str | None], None]] = []
 
 
 @contextlib.contextmanager
-def build_lock(directory: Path) -> Iterator[None]:
-    """Held while this process builds or loads the extension. torch's own `lock` file outlives a
-    process killed mid-build and makes every later load wait forever; this lock is an OS file lock,
-    which dies with its holder, so whoever holds it knows any `lock` file left is stale."""
+def reporting_builds(reporter: Callable[[str | None], None]) -> Iterator[None]:
+    """Within the block, `reporter(message)` hears that a build (or the wait for another
+    process's) starts, and `reporter(None)` that it ended, instead of a line on stderr: a progress
+    bar shows them without breaking its own line."""
+    _reporters.append(reporter)
+    try:
+        yield
+    finally:
+        _reporters.remove(reporter)
+
+
+@contextlib.contextmanager
+def announced(notice: str) -> Iterator[None]:
+    """`notice` to the innermost reporter when the block starts and None when it ends, however it
+    ends; with no reporter, the notice as a line on stderr."""
+    if not _reporters:
+        print(notice, file=sys.stderr, flush=True)
+        yield
+        return
+    reporter = _reporters[-1]
+    reporter(notice)
+    try:
+        yield
+    finally:
+        reporter(None)
+
+
+@contextlib.contextmanager
+def build_lock(directory: Path, what: str) -> Iterator[None]:
+    """Held while this process builds or loads the extension; waiting for another process's is
+    reported. torch's own `lock` file outlives a process killed mid-build and makes every later
+    load wait forever; this lock is an OS file lock, which dies with its holder, so whoever holds
+    it knows any `lock` file left is stale."""
     directory.mkdir(parents=True, exist_ok=True)
     with open(directory / "layerzoo.lock", "w") as handle:
         if fcntl is not None:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # held: another process builds (or loads) it; say why we stand still
+                with announced(f"layerzoo: waiting for another process building the compiled CPU {what} kernel "
+                               f"({directory})"):
+                    fcntl.flock(handle, fcntl.LOCK_EX)
         stale = directory / "lock"
         if fcntl is not None and stale.exists():
             log.warning("layerzoo: removing %s, left by a build that did not finish", stale)

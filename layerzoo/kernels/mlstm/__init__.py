@@ -107,7 +107,7 @@ def mlstm(
     """
     initial_state, bounds = _check_inputs(q, k, v, i, f, initial_state, chunk_size, cu_seqlens)
     name = choose_mlstm_backend(q, backend)
-    check_finite_decay("mlstm", "f", f, name)
+    check_finite_decay("mlstm", "f", f, name, gate=True)
     if bounds is None or name in PACKED:
         h, state = _run(name, q, k, v, i, f, initial_state, chunk_size, bounds)
     else:

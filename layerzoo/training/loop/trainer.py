@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import math
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ...assemblies import build
+from ...kernels.common.native_build import reporting_builds
 from ...mixers import at_window, set_window
 from ...specs import Spec, load_spec
 from ...tasks import Batch, Task, example_seed, make_task
@@ -117,6 +119,8 @@ def train_in(run_dir: Path, spec: Spec, resume: bool, overwrite: bool, progress:
     with bar, StopSignals() as signals, contextlib.ExitStack() as closing:
         for mirror in mirrors:
             closing.callback(mirror.close)  # flushed however the loop ends
+        if not bar.disable:
+            closing.enter_context(kernel_builds_on(bar))
         for step in range(start_step, config.steps):
             window = windows.window(step)
             if window is not None:
@@ -162,6 +166,18 @@ def train_in(run_dir: Path, spec: Spec, resume: bool, overwrite: bool, progress:
     if windows.eval_window is not None:
         set_window(model, windows.eval_window)
     return RunResult(run_dir, model, spec, eval_task, metrics, context)
+
+
+def kernel_builds_on(bar: tqdm) -> contextlib.AbstractContextManager:
+    """A compiled kernel's first-use build (in the first step, or the first evaluation) on the
+    progress bar: its notice printed above the bar, and the bar labelled "building kernels" until
+    it ends, rather than standing at a silent 0%."""
+    def report(notice: str | None) -> None:
+        if notice is not None:
+            bar.write(notice, file=sys.stderr)
+        bar.set_description_str("" if notice is None else "building kernels", refresh=True)
+
+    return reporting_builds(report)
 
 
 def stop_requested(signals: StopSignals, context: distributed.Context):
