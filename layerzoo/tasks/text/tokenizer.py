@@ -72,7 +72,7 @@ class HFTokenizer:
         names = list(EOS_NAMES)
         config = folder / "tokenizer_config.json"
         if config.is_file():
-            eos = json.loads(config.read_text()).get("eos_token")
+            eos = read_config(config).get("eos_token")
             eos = eos.get("content") if isinstance(eos, dict) else eos
             names = [eos] if isinstance(eos, str) else names
         for name in names:
@@ -105,6 +105,17 @@ class HFTokenizer:
 
     def decode(self, ids: Iterable[int]) -> str:
         return self.tokenizer.decode(list(ids))
+
+
+def read_config(path: Path) -> dict:
+    """A tokenizer_config.json, as a dict; OptionError("tokenizer") naming it when it is not a JSON object."""
+    try:
+        config = json.loads(path.read_bytes().decode("utf-8"))
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError; RecursionError: deep nesting
+        raise OptionError("tokenizer", f"{path}: not valid JSON ({error})") from None
+    if not isinstance(config, dict):
+        raise OptionError("tokenizer", f"{path}: expected a JSON object, got {type(config).__name__}")
+    return config
 
 
 def load_tokenizer(name: str) -> ByteTokenizer | HFTokenizer:
