@@ -1,82 +1,19 @@
-"""Local corpora: file patterns resolved to files, files read as documents.
+"""Local corpora: files read as documents (discovery.py finds the files).
 
-A pattern is a path or a glob (`**` recurses); `stdlib:PATTERN` is relative to this Python's
-standard library (sysconfig's "stdlib" path), the one corpus every machine has, without the
-site-packages / dist-packages folders some installations keep inside it (third-party code that
-differs from machine to machine). Formats by extension: `.jsonl` (one JSON object per line, the
-document in `field`), `.parquet` (the document in column `field`), anything else plain UTF-8 text,
-one document per file. Bytes that are not UTF-8 are replaced (U+FFFD), so any file can be read.
+Formats by extension: `.jsonl` (one JSON object per line, the document in `field`), `.parquet`
+(the document in column `field`), anything else plain UTF-8 text, one document per file. Bytes that are not UTF-8 are replaced (U+FFFD), so any file can be read.
 """
 
 from __future__ import annotations
 
-import glob
 import json
-import os
-import re
-import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
 from ...errors import OptionError
 
-STDLIB = "stdlib:"
-THIRD_PARTY = ("site-packages", "dist-packages")
 JSON_TYPES = {dict: "an object", list: "an array", bool: "a boolean", int: "a number", float: "a number",
               type(None): "null"}
-
-
-def resolve_files(patterns: tuple[str, ...]) -> list[Path]:
-    """The files `patterns` name, each pattern's matches sorted, in pattern order, without repeats.
-    OptionError("files") for a pattern that matches no file."""
-    files: dict[Path, None] = {}
-    for pattern in patterns:
-        matches = stdlib_matches(pattern[len(STDLIB):]) if pattern.startswith(STDLIB) else [
-            Path(path) for path in sorted(glob.glob(os.path.expanduser(pattern), recursive=True))]
-        matches = [path for path in matches if path.is_file()]
-        if not matches:
-            raise OptionError("files", f"{pattern}: no such file (a path, a glob, or stdlib:GLOB)")
-        files.update(dict.fromkeys(matches))
-    return list(files)
-
-
-def stdlib_matches(pattern: str) -> list[Path]:
-    """The standard library's files that match the glob `pattern`. Walked rather than globbed, so
-    that the third-party folders (often larger than the library) are skipped, not listed."""
-    root = Path(sysconfig.get_paths()["stdlib"])
-    matcher = glob_regex(pattern)
-    found = []
-    for folder, subfolders, names in os.walk(root):
-        if Path(folder) == root:
-            subfolders[:] = [name for name in subfolders if name not in THIRD_PARTY]
-        relative = Path(folder).relative_to(root)
-        found += [root / relative / name for name in names if matcher.fullmatch((relative / name).as_posix())]
-    return sorted(found)
-
-
-def glob_regex(pattern: str) -> re.Pattern:
-    """glob's syntax as a regex on '/'-separated relative paths: `**/` any folders (or none), `*`
-    and `?` within one name, `[...]` a character class."""
-    parts, index = [], 0
-    while index < len(pattern):
-        if pattern.startswith("**/", index):
-            parts.append("(?:.*/)?")
-            index += 3
-        elif pattern.startswith("**", index):
-            parts.append(".*")
-            index += 2
-        elif pattern[index] in "*?":
-            parts.append("[^/]*" if pattern[index] == "*" else "[^/]")
-            index += 1
-        elif pattern[index] == "[" and "]" in pattern[index + 2:]:
-            end = pattern.index("]", index + 2)
-            body = pattern[index + 1:end]
-            parts.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-            index = end + 1
-        else:
-            parts.append(re.escape(pattern[index]))
-            index += 1
-    return re.compile("".join(parts))
 
 
 def file_format(path: Path) -> str:
