@@ -75,6 +75,9 @@ class Text(Task):
     def tokenizer_model(self) -> ByteTokenizer | HFTokenizer:
         return self._tokenizer(progress=False)
 
+    def tokenizer_files(self) -> dict[str, Path]:
+        return self.tokenizer_model.files
+
     def _tokenizer(self, progress: bool) -> ByteTokenizer | HFTokenizer:
         if not self.tokenizer.startswith(BPE):
             return load_tokenizer(self.tokenizer)

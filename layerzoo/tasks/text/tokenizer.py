@@ -30,6 +30,11 @@ class ByteTokenizer:
     eos_id = 256
     identity = "bytes-v1"
 
+    @property
+    def files(self) -> dict[str, Path]:
+        """Empty: no file describes these tokens (HFTokenizer.files says what the files are for)."""
+        return {}
+
     def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
         return [np.frombuffer(text.encode("utf-8"), dtype=np.uint8) for text in texts]
 
@@ -65,12 +70,14 @@ class HFTokenizer:
         # text that spells a special token is encoded as text: only our separators are EOS
         self.tokenizer.encode_special_tokens = True
         self.vocab_size = self.tokenizer.get_vocab_size(with_added_tokens=True)
-        self.eos_id = self._eos_id(file.parent)
+        config = file.parent / "tokenizer_config.json"
+        # what it was read from, by the names a transformers folder gives them (a run folder and its export keep them)
+        self.files = {"tokenizer.json": file, **({"tokenizer_config.json": config} if config.is_file() else {})}
+        self.eos_id = self._eos_id(config)
         self.identity = f"hf-{hashlib.blake2b(text, digest_size=16).hexdigest()}-eos{self.eos_id}"
 
-    def _eos_id(self, folder: Path) -> int:
+    def _eos_id(self, config: Path) -> int:
         names = list(EOS_NAMES)
-        config = folder / "tokenizer_config.json"
         if config.is_file():
             eos = read_config(config).get("eos_token")
             eos = eos.get("content") if isinstance(eos, dict) else eos

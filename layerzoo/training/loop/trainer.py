@@ -86,7 +86,7 @@ def train(spec: str | Path | Spec, overrides: list[str] = (), *, run_dir: str | 
     if config.compile:
         compile_blocks(model)
     if context.is_main:
-        start_run_folder(run_dir, spec, overwrite)
+        start_run_folder(run_dir, spec, overwrite, task.tokenizer_files())
     wrapped = distributed.wrap(model, context, config.parallel)
     optimizer = make_optimizer(wrapped, config)
     start_step = 0 if checkpoint is None else load_training_state(checkpoint, wrapped, optimizer)["step"]
