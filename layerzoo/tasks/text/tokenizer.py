@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from ...errors import OptionError
 
@@ -114,6 +115,15 @@ class HFTokenizer:
         return self.tokenizer.decode(list(ids))
 
 
+def counted(texts: Iterable[str], bar) -> Iterator[str]:
+    """`texts`, each counted on the progress bar; once the last is read, the bar says what the
+    trainer does next (the merges: the rest of the training time, without a count of its own)."""
+    for text in texts:
+        bar.update()
+        yield text
+    bar.set_postfix_str("read; computing merges")
+
+
 def read_config(path: Path) -> dict:
     """A tokenizer_config.json, as a dict; OptionError("tokenizer") naming it when it is not a JSON object."""
     try:
@@ -132,8 +142,9 @@ def load_tokenizer(name: str) -> ByteTokenizer | HFTokenizer:
 
 def train_bpe(texts: Iterable[str], vocab_size: int, out_dir: str | Path, count: int | None = None,
               progress: bool = False) -> Path:
-    """Train a byte-level BPE of vocab_size tokens (256 bytes, EOS, merges) on `texts` and write
-    out_dir/tokenizer.json and tokenizer_config.json (so that transformers reads the folder too)."""
+    """Train a byte-level BPE of vocab_size tokens (256 bytes, EOS, merges) on `texts` (`count`
+    of them, when known: the progress bar's total) and write out_dir/tokenizer.json and
+    tokenizer_config.json (so that transformers reads the folder too)."""
     try:
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     except ImportError:
@@ -143,9 +154,12 @@ def train_bpe(texts: Iterable[str], vocab_size: int, out_dir: str | Path, count:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[BPE_EOS], show_progress=progress,
+    # tqdm rather than the trainer's own bars, which draw on a terminal only: a log shows this one too
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[BPE_EOS], show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(texts, trainer, length=count)
+    with tqdm(total=count, unit=" documents", desc=f"training a byte-level BPE of {vocab_size} tokens", disable=not progress,
+              dynamic_ncols=True, mininterval=0.5) as bar:
+        tokenizer.train_from_iterator(counted(texts, bar), trainer, length=count)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(out_dir / "tokenizer.json"))
