@@ -11,7 +11,9 @@ whole or not at all.
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from ..tasks.text.cache import written_whole
@@ -45,8 +47,22 @@ def export_run(run: str | Path, out_dir: str | Path) -> Path:
         model.save_pretrained(folder)
         copy_tokenizer(run, folder)
 
-    written_whole(out_dir, write)  # a failed or interrupted export leaves no folder that looks like one
+    if out_dir.is_dir():  # empty, as checked above
+        fill(out_dir, write)
+    else:
+        written_whole(out_dir, write)  # a failed or interrupted export leaves no folder that looks like one
     return checkpoint
+
+
+def fill(out_dir: Path, write: Callable[[Path], None]) -> None:
+    """An existing empty folder filled by write(folder): written whole into a hidden folder in it
+    (renaming a folder onto out_dir itself fails on a mount point, and would replace the working
+    directory), then moved up file by file, config.json last, so that it reads as a model only
+    once complete; a failure before the moves leaves it empty."""
+    inner = written_whole(out_dir / ".layerzoo-export", write)
+    for path in sorted(inner.iterdir(), key=lambda path: path.name == "config.json"):
+        os.replace(path, out_dir / path.name)
+    inner.rmdir()
 
 
 def copy_tokenizer(run: Path, out_dir: Path) -> None:

@@ -85,3 +85,17 @@ def test_an_export_that_fails_half_way_leaves_nothing(run, tmp_path, capsys, mon
     assert code == 2 and "No space left on device" in error and error.count("\n") == 0, error
     assert (list(out.iterdir()) == [] if existing else not out.exists())
     assert sorted(path.name for path in tmp_path.iterdir()) == (["hf", "run"] if existing else ["run"])
+
+
+@pytest.mark.parametrize("name", [".", "absolute"])
+def test_export_into_the_empty_working_directory(run, tmp_path, capsys, monkeypatch, name):
+    """An existing empty folder is filled in place (a rename onto it would fail on the working
+    directory or a mount point, or replace the folder a shell stands in)."""
+    out = tmp_path / "hf"
+    out.mkdir()
+    monkeypatch.chdir(out)
+    code, _, error = export([run, "." if name == "." else out], capsys)
+    assert code == 0, error
+    assert sorted(path.name for path in out.iterdir()) == ["config.json", "generation_config.json", "model.safetensors"]
+    assert out.samefile(".")  # still the folder the process stands in
+    assert LayerzooForCausalLM.from_pretrained(out) is not None
