@@ -27,6 +27,13 @@ def one_line(call) -> str:
     return message
 
 
+def cli_error(capsys) -> str:
+    """The one `layerzoo: error:` line on stderr (progress bars aside), checked to be the only one."""
+    lines = [line for line in capsys.readouterr().err.replace("\r", "\n").splitlines() if line.startswith("layerzoo:")]
+    assert len(lines) == 1 and lines[0].startswith("layerzoo: error: "), lines
+    return lines[0]
+
+
 def prepare(path: Path, tokenizer: str = "bytes") -> None:
     vocab = int(tokenizer[4:]) if tokenizer.startswith("bpe:") else 257
     make_task("text", {"files": [str(path)], "tokenizer": tokenizer}, vocab).prepare(progress=False)
@@ -57,8 +64,7 @@ def test_a_deeply_nested_jsonl_line_through_the_cli(tmp_path, cache, capsys):  #
     path = tmp_path / "deep.jsonl"
     path.write_text(json.dumps({"text": "fine"}) + "\n" + "[" * 100_000 + "\n")
     assert main(["tokenizer", "train", str(path), "--vocab-size", "260", "--out", str(tmp_path / "tok")]) == 2
-    error = capsys.readouterr().err
-    assert f"{path}:2:" in error and error.count("\n") == 1, error
+    assert f"{path}:2:" in cli_error(capsys)
     assert not (tmp_path / "tok").exists()
     with pytest.raises(OptionError, match=f"{path}:2:"):
         prepare(path, "bpe:260")
@@ -141,8 +147,7 @@ def test_a_garbage_parquet_through_the_cli(tmp_path, cache, capsys, content):  #
     path = tmp_path / "garbage.parquet"
     path.write_bytes(content)
     assert main(["tokenizer", "train", str(path), "--vocab-size", "260", "--out", str(tmp_path / "tok")]) == 2
-    error = capsys.readouterr().err
-    assert f"{path}: not a readable Parquet file" in error and error.count("\n") == 1, error
+    assert f"{path}: not a readable Parquet file" in cli_error(capsys)
 
 
 @pytest.mark.parametrize("content", [b"{", b'{"eos_token": ', b"\xff\xfe{}", b"[1, 2]", b'"text"', b"[" * 100_000])
