@@ -83,6 +83,13 @@ def test_a_jsonl_line_without_text_is_one_line_naming_file_and_line(tmp_path, ca
     assert f"{path}:3: {words}" in message, message
 
 
+def test_a_jsonl_file_with_a_byte_order_mark_is_read(tmp_path, cache):  # noqa: F811
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"text": "first"}).encode() + b"\n" + json.dumps({"text": "second"}).encode())
+    task = make_task("text", {"files": [str(path)]}, 257)
+    assert [bytes(task.shards.document(i)[1:].tolist()) for i in range(2)] == [b"first", b"second"]
+
+
 COLUMNS = {
     "int64": pyarrow.array([1, 2, 3]),
     "double": pyarrow.array([1.5, 2.5, 3.5]),

@@ -37,7 +37,7 @@ def read_documents(path: Path, field: str) -> Iterator[str]:
 
 
 def jsonl_documents(path: Path, field: str) -> Iterator[str]:
-    with path.open(encoding="utf-8", errors="replace") as lines:
+    with path.open(encoding="utf-8-sig", errors="replace") as lines:  # -sig: a byte-order mark (Windows editors) is not JSON
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
