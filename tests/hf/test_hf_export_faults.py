@@ -34,7 +34,8 @@ def export(arguments, capsys) -> tuple[int, str, str]:
     capsys.readouterr()
     code = main(["export", *map(str, arguments)])
     out, err = capsys.readouterr()
-    return code, out, "\n".join(line for line in err.splitlines() if line.strip() and "Writing model shards" not in line)
+    lines = [line for line in err.splitlines() if line.strip() and "Writing model shards" not in line]
+    return code, out, "\n".join(lines)
 
 
 @pytest.mark.parametrize("stage", ["checkpoint_spec", "read_meta", "read_tensors", "load_file"])

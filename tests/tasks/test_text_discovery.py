@@ -92,7 +92,8 @@ def test_patterns_match_what_glob_matches(files, pattern):
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         build_tree(root, files, [])
-        expected = [Path(path) for path in sorted(glob.glob(str(root / pattern), recursive=True)) if Path(path).is_file()]
+        expected = [Path(path) for path in sorted(glob.glob(str(root / pattern), recursive=True))
+                    if Path(path).is_file()]
         if not expected:
             with pytest.raises(OptionError, match="no such file"):
                 resolve_files((str(root / pattern),))

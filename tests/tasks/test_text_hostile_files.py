@@ -85,7 +85,7 @@ def test_a_jsonl_line_without_text_is_one_line_naming_file_and_line(tmp_path, ca
 
 def test_a_jsonl_file_with_a_byte_order_mark_is_read(tmp_path, cache):  # noqa: F811
     path = tmp_path / "bom.jsonl"
-    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"text": "first"}).encode() + b"\n" + json.dumps({"text": "second"}).encode())
+    path.write_bytes(b"\xef\xbb\xbf" + b"\n".join(json.dumps({"text": text}).encode() for text in ("first", "second")))
     task = make_task("text", {"files": [str(path)]}, 257)
     assert [bytes(task.shards.document(i)[1:].tolist()) for i in range(2)] == [b"first", b"second"]
 

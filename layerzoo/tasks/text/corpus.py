@@ -1,7 +1,8 @@
 """Local corpora: files read as documents (discovery.py finds the files).
 
 Formats by extension: `.jsonl` (one JSON object per line, the document in `field`), `.parquet`
-(the document in column `field`), anything else plain UTF-8 text, one document per file. Bytes that are not UTF-8 are replaced (U+FFFD), so any file can be read.
+(the document in column `field`), anything else plain UTF-8 text, one document per file. Bytes
+that are not UTF-8 are replaced (U+FFFD), so any file can be read.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ def read_documents(path: Path, field: str) -> Iterator[str]:
 
 
 def jsonl_documents(path: Path, field: str) -> Iterator[str]:
-    with path.open(encoding="utf-8-sig", errors="replace") as lines:  # -sig: a byte-order mark (Windows editors) is not JSON
+    # utf-8-sig: a leading byte-order mark (some Windows editors write one) is dropped, not read as JSON
+    with path.open(encoding="utf-8-sig", errors="replace") as lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue

@@ -157,8 +157,8 @@ def train_bpe(texts: Iterable[str], vocab_size: int, out_dir: str | Path, count:
     # tqdm rather than the trainer's own bars, which draw on a terminal only: a log shows this one too
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[BPE_EOS], show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    with tqdm(total=count, unit=" documents", desc=f"training a byte-level BPE of {vocab_size} tokens", disable=not progress,
-              dynamic_ncols=True, mininterval=0.5) as bar:
+    with tqdm(total=count, unit=" documents", desc=f"training a byte-level BPE of {vocab_size} tokens",
+              disable=not progress, dynamic_ncols=True, mininterval=0.5) as bar:
         tokenizer.train_from_iterator(counted(texts, bar), trainer, length=count)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
