@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -109,6 +110,34 @@ def test_a_probed_cell_has_its_peak_memory(smoke_results):
     rows = read_json(folder / "armt.json")["rows"]
     peaks = [row["peak_bytes"] for row in rows if "peak_bytes" in row]
     assert len(peaks) == 2 and all(isinstance(peak, int) for peak in peaks)  # ARMT and base, one process each
+
+
+def test_the_text_benchmark_times_each_bpe_beside_the_library_called_directly(tmp_path, monkeypatch):
+    from benchmarks.text_data import serial
+
+    benchmark = get("text_data")
+    if benchmark.unavailable(parse(benchmark, ["--smoke"])):
+        pytest.skip(benchmark.unavailable(parse(benchmark, ["--smoke"])))
+    threads = torch.get_num_threads()
+    try:
+        argv = ["--smoke", "--vocab-size", "300", "280", "--out", str(tmp_path / "text_data.json")]
+        assert run_benchmark(benchmark, argv) == 0
+    finally:
+        torch.set_num_threads(threads)
+    data = read_json(tmp_path / "text_data.json")
+    cells = {(row["cell"]["tokenizer"], row["cell"]["what"]) for row in data["rows"] if "tokenizer" in row["cell"]}
+    assert data["tokenizers"] == ["bytes", "BPE 300", "BPE 280"]
+    assert cells == {("bytes", "encode"), ("bytes", "build"), ("BPE 300", "library, 1 thread"),
+                     *((name, what) for name in ("BPE 300", "BPE 280") for what in ("encode", "library", "build"))}
+    assert data["encoder_threads"] >= 1
+    table = render_results(data)
+    assert ("| tokenizer | encode_batch MB/s | tokenizers directly MB/s | directly, 1 thread MB/s | shard build MB/s |"
+            in table)
+    assert "| bytes |" in table and "| – | – |" in table  # bytes: no library to call
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
+    # the one-thread cell's setting, during that cell only
+    assert serial(lambda: os.environ["TOKENIZERS_PARALLELISM"])() == "false"
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "true"
 
 
 def test_the_docs_render_from_the_smoke_results(smoke_results, tmp_path):

@@ -2,16 +2,21 @@
 
 The folder holds config.json (the resolved model section), model.safetensors and
 generation_config.json, and the run's tokenizer when it has one, by this convention: a
-`tokenizer/` folder in the run folder (what a tokenizer's save_pretrained writes) is copied file
-by file, else a `tokenizer.json` there (a `tokenizers` file) is copied alone; AutoTokenizer reads
-either, as the fast tokenizer that file describes.
+`tokenizer/` folder in the run folder (what training writes for a task whose tokenizer is a
+file, a trained BPE or a tokenizer folder; or what a tokenizer's save_pretrained writes) is
+copied file by file, else a `tokenizer.json` there (a `tokenizers` file) is copied alone;
+AutoTokenizer reads either, as the fast tokenizer that file describes. The folder is written
+whole or not at all.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
+from ..tasks.text.cache import written_whole
 from ..training.runs.checkpoint import load_weights, read_checkpoint
 from ..training.runs.run_checkpoints import load_newest
 from .config import LayerzooConfig
@@ -36,9 +41,28 @@ def export_run(run: str | Path, out_dir: str | Path) -> Path:
         return checkpoint.directory, model
 
     checkpoint, model = load_newest(run, load)
-    model.save_pretrained(out_dir)
-    copy_tokenizer(checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else run, out_dir)
+    run = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else run
+
+    def write(folder: Path) -> None:
+        model.save_pretrained(folder)
+        copy_tokenizer(run, folder)
+
+    if out_dir.is_dir():  # empty, as checked above
+        fill(out_dir, write)
+    else:
+        written_whole(out_dir, write)  # a failed or interrupted export leaves no folder that looks like one
     return checkpoint
+
+
+def fill(out_dir: Path, write: Callable[[Path], None]) -> None:
+    """An existing empty folder filled by write(folder): written whole into a hidden folder in it
+    (renaming a folder onto out_dir itself fails on a mount point, and would replace the working
+    directory), then moved up file by file, config.json last, so that it reads as a model only
+    once complete; a failure before the moves leaves it empty."""
+    inner = written_whole(out_dir / ".layerzoo-export", write)
+    for path in sorted(inner.iterdir(), key=lambda path: path.name == "config.json"):
+        os.replace(path, out_dir / path.name)
+    inner.rmdir()
 
 
 def copy_tokenizer(run: Path, out_dir: Path) -> None:

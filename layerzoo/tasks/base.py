@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -64,6 +65,12 @@ class Task(Section):
     def min_seq_len(self) -> int:
         """The shortest sequence an example fits in."""
         return 2
+
+    def tokenizer_files(self) -> dict[str, Path]:
+        """{name in a transformers folder: file} of the tokenizer this task's text is encoded
+        with, which a run folder keeps and `layerzoo export` carries; empty when no file
+        describes the task's tokens (token ids of a synthetic task, UTF-8 bytes)."""
+        return {}
 
     def batch(self, seq_len: int, seeds: list[int], depth: float | None = None, pack: bool = False) -> Batch:
         """One row per seed, stacked: the same seeds always give the same batch. A row is one

@@ -1,12 +1,6 @@
 """`layerzoo export RUN OUT_DIR` from a tiny training run, then lm-evaluation-harness on the folder
 with a local task (no downloads), through `layerzoo lm-eval`."""
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
@@ -16,6 +10,7 @@ import layerzoo
 from layerzoo.cli import main
 from layerzoo.hf import LayerzooForCausalLM
 from layerzoo.training.runs.checkpoint import load_weights, save_checkpoint
+from tests.helpers.lm_eval_tasks import run_tasks
 
 WORDS = "the a cat dog sat ran on mat log is red blue what color sky grass green".split()
 SHORT_RUN = ["--set", "training.steps=2", "--set", "training.batch_size=4", "--set", "training.eval.lengths=[64]",
@@ -56,33 +51,7 @@ def test_export_writes_the_checkpoints_weights_and_the_runs_tokenizer(exported):
 def test_lm_eval_runs_a_local_task_on_the_exported_folder(exported, tmp_path):
     pytest.importorskip("lm_eval", reason="lm-evaluation-harness is the eval extra's")
     _, folder = exported
-    data = tmp_path / "data.jsonl"
-    data.write_text("".join(json.dumps(doc) + "\n" for doc in [
-        {"question": "the cat sat on the", "choices": ["mat", "log"], "answer": 0, "target": "mat"},
-        {"question": "what color is the sky", "choices": ["blue", "green"], "answer": 0, "target": "blue"},
-        {"question": "the dog ran on the", "choices": ["log", "red"], "answer": 0, "target": "log"},
-    ]))
-    common = f"dataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {data}\ntest_split: test\ndoc_to_text: '{{{{question}}}}'\n"
-    (tmp_path / "choice.yaml").write_text(f"task: tiny_choice\n{common}" + textwrap.dedent("""\
-        output_type: multiple_choice
-        doc_to_choice: '{{choices}}'
-        doc_to_target: '{{answer}}'
-        metric_list: [{metric: acc, aggregation: mean, higher_is_better: true}]
-        """))
-    (tmp_path / "gen.yaml").write_text(f"task: tiny_gen\n{common}" + textwrap.dedent("""\
-        output_type: generate_until
-        doc_to_target: '{{target}}'
-        generation_kwargs: {until: ['<eos>'], max_gen_toks: 3, do_sample: false}
-        metric_list: [{metric: exact_match, aggregation: mean, higher_is_better: true}]
-        """))
-    out = tmp_path / "results"
-    command = [sys.executable, "-m", "layerzoo", "lm-eval", "--model", "hf", "--model_args", f"pretrained={folder}",
-               "--tasks", "tiny_choice,tiny_gen", "--include_path", str(tmp_path), "--device", "cpu",
-               "--batch_size", "2", "--output_path", str(out)]
-    offline = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    result = subprocess.run(command, capture_output=True, text=True, env=offline, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    scores = json.loads(next(out.rglob("results_*.json")).read_text())["results"]
+    scores = run_tasks(folder, tmp_path, stop="<eos>")
     assert 0 <= scores["tiny_choice"]["acc,none"] <= 1 and 0 <= scores["tiny_gen"]["exact_match,none"] <= 1
 
 

@@ -181,3 +181,14 @@ def test_concurrent_builders_share_one_build(corpus, cache):  # noqa: F811
     assert built[0] == built[1]
     assert len([path for path in (cache / "shards").iterdir() if path.is_dir()]) == 1
     assert len([path for path in (cache / "tokenizers").iterdir() if path.is_dir()]) == 1
+
+
+def test_bpe_training_shows_its_progress_in_a_log_too(corpus, capsys):
+    """On stderr whether or not it is a terminal (the tokenizers trainer's own bars draw on terminals only)."""
+    folder, _ = corpus
+    text_task(folder, vocab=300, tokenizer="bpe:300", holdout=0.3).prepare(progress=True)
+    error = capsys.readouterr().err
+    assert "training a byte-level BPE of 300 tokens" in error and "5/5" in error  # 7 documents, 2 held out
+    assert "tokenizing" in error
+    train_bpe(["x = 1\n"] * 10, 260, folder.parent / "tok", progress=True)
+    assert "10 documents" in capsys.readouterr().err  # no total given: a count

@@ -71,13 +71,26 @@ def built(folder: Path, build: Callable[[Path], None]) -> Path:
             return folder
         for stale in folder.parent.glob(folder.name + ".partial-*"):
             shutil.rmtree(stale, ignore_errors=True)
-        partial = folder.with_name(f"{folder.name}.partial-{os.getpid()}")
-        partial.mkdir(parents=True)
         try:
-            build(partial)
-            os.rename(partial, folder)
+            written_whole(folder, build)
         except BaseException:
-            shutil.rmtree(partial, ignore_errors=True)
             if not folder.is_dir():
                 raise
+    return folder
+
+
+def written_whole(folder: Path, write: Callable[[Path], None]) -> Path:
+    """`folder` written by write(partial_folder) into `<folder>.partial-<pid>` and renamed onto
+    `folder` (absent, or an empty folder) in one step; on any error or interrupt the partial
+    folder is removed, so nothing half-written is ever at `folder`. A run folder's tokenizer and
+    `layerzoo export` are written so too."""
+    partial = folder.with_name(f"{folder.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        write(partial)
+        os.replace(partial, folder)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
     return folder

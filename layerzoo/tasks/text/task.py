@@ -14,7 +14,8 @@ import torch
 from ...options import option
 from ..base import Batch, Task, randint, require
 from .cache import built, cache_root, content_key, file_hash
-from .corpus import documents, resolve_files
+from .corpus import documents
+from .discovery import resolve_files
 from .shards import Shards, token_shards
 from .tokenizer import ByteTokenizer, HFTokenizer, load_tokenizer, train_bpe
 
@@ -73,6 +74,9 @@ class Text(Task):
     @cached_property
     def tokenizer_model(self) -> ByteTokenizer | HFTokenizer:
         return self._tokenizer(progress=False)
+
+    def tokenizer_files(self) -> dict[str, Path]:
+        return self.tokenizer_model.files
 
     def _tokenizer(self, progress: bool) -> ByteTokenizer | HFTokenizer:
         if not self.tokenizer.startswith(BPE):

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from ...errors import OptionError
 
@@ -29,6 +30,11 @@ class ByteTokenizer:
     vocab_size = 257
     eos_id = 256
     identity = "bytes-v1"
+
+    @property
+    def files(self) -> dict[str, Path]:
+        """Empty: no file describes these tokens (HFTokenizer.files says what the files are for)."""
+        return {}
 
     def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
         return [np.frombuffer(text.encode("utf-8"), dtype=np.uint8) for text in texts]
@@ -65,14 +71,16 @@ class HFTokenizer:
         # text that spells a special token is encoded as text: only our separators are EOS
         self.tokenizer.encode_special_tokens = True
         self.vocab_size = self.tokenizer.get_vocab_size(with_added_tokens=True)
-        self.eos_id = self._eos_id(file.parent)
+        config = file.parent / "tokenizer_config.json"
+        # what it was read from, by the names a transformers folder gives them (a run folder and its export keep them)
+        self.files = {"tokenizer.json": file, **({"tokenizer_config.json": config} if config.is_file() else {})}
+        self.eos_id = self._eos_id(config)
         self.identity = f"hf-{hashlib.blake2b(text, digest_size=16).hexdigest()}-eos{self.eos_id}"
 
-    def _eos_id(self, folder: Path) -> int:
+    def _eos_id(self, config: Path) -> int:
         names = list(EOS_NAMES)
-        config = folder / "tokenizer_config.json"
         if config.is_file():
-            eos = json.loads(config.read_text()).get("eos_token")
+            eos = read_config(config).get("eos_token")
             eos = eos.get("content") if isinstance(eos, dict) else eos
             names = [eos] if isinstance(eos, str) else names
         for name in names:
@@ -81,6 +89,10 @@ class HFTokenizer:
         raise OptionError("tokenizer", f"{self.name}: no end-of-document token (looked for {', '.join(names)})")
 
     def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
+        """Each text's ids, those of the library's one-text encode: the whole batch goes to its batch
+        encoder, which encodes the texts in parallel on its thread pool (TOKENIZERS_PARALLELISM,
+        RAYON_NUM_THREADS); the rate is the library's (the text_data benchmark sets the two side
+        by side), reading the ids back into numpy is all that runs here."""
         encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)  # fast: no offsets
         return [np.asarray(encoding.ids, dtype=np.int64) for encoding in encode(texts, add_special_tokens=False)]
 
@@ -107,6 +119,26 @@ class HFTokenizer:
         return self.tokenizer.decode(list(ids))
 
 
+def counted(texts: Iterable[str], bar) -> Iterator[str]:
+    """`texts`, each counted on the progress bar; once the last is read, the bar says what the
+    trainer does next (the merges: the rest of the training time, without a count of its own)."""
+    for text in texts:
+        bar.update()
+        yield text
+    bar.set_postfix_str("read; computing merges")
+
+
+def read_config(path: Path) -> dict:
+    """A tokenizer_config.json, as a dict; OptionError("tokenizer") naming it when it is not a JSON object."""
+    try:
+        config = json.loads(path.read_bytes().decode("utf-8"))
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError; RecursionError: deep nesting
+        raise OptionError("tokenizer", f"{path}: not valid JSON ({error})") from None
+    if not isinstance(config, dict):
+        raise OptionError("tokenizer", f"{path}: expected a JSON object, got {type(config).__name__}")
+    return config
+
+
 def load_tokenizer(name: str) -> ByteTokenizer | HFTokenizer:
     """'bytes', or a tokenizer folder (or tokenizer.json) path."""
     return ByteTokenizer() if name == "bytes" else HFTokenizer(name)
@@ -114,8 +146,9 @@ def load_tokenizer(name: str) -> ByteTokenizer | HFTokenizer:
 
 def train_bpe(texts: Iterable[str], vocab_size: int, out_dir: str | Path, count: int | None = None,
               progress: bool = False) -> Path:
-    """Train a byte-level BPE of vocab_size tokens (256 bytes, EOS, merges) on `texts` and write
-    out_dir/tokenizer.json and tokenizer_config.json (so that transformers reads the folder too)."""
+    """Train a byte-level BPE of vocab_size tokens (256 bytes, EOS, merges) on `texts` (`count`
+    of them, when known: the progress bar's total) and write out_dir/tokenizer.json and
+    tokenizer_config.json (so that transformers reads the folder too)."""
     try:
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     except ImportError:
@@ -125,9 +158,12 @@ def train_bpe(texts: Iterable[str], vocab_size: int, out_dir: str | Path, count:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[BPE_EOS], show_progress=progress,
+    # tqdm rather than the trainer's own bars, which draw on a terminal only: a log shows this one too
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[BPE_EOS], show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(texts, trainer, length=count)
+    with tqdm(total=count, unit=" documents", desc=f"training a byte-level BPE of {vocab_size} tokens",
+              disable=not progress, dynamic_ncols=True, mininterval=0.5) as bar:
+        tokenizer.train_from_iterator(counted(texts, bar), trainer, length=count)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(out_dir / "tokenizer.json"))

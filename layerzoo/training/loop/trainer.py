@@ -103,7 +103,7 @@ def train_in(run_dir: Path, spec: Spec, resume: bool, overwrite: bool, progress:
         compile_blocks(model)
     if context.is_main:  # room for a checkpoint before anything is written (an overwrite frees the old run's)
         check_room(run_dir, checkpoint_bytes(model) - (run_bytes(run_dir) if overwrite else 0))
-        start_run_folder(run_dir, spec, overwrite)
+        start_run_folder(run_dir, spec, overwrite, task.tokenizer_files())
     wrapped = distributed.wrap(model, context, config.parallel)
     optimizer = make_optimizer(wrapped, config)
     start_step = 0 if checkpoint is None else load_training_state(checkpoint, wrapped, optimizer)["step"]

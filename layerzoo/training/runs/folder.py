@@ -1,6 +1,8 @@
 """A run folder holds one run: spec.yaml (written when the run starts), metrics.jsonl,
 checkpoints/, the eval-window* reports, and for text runs text-report.json, the
-perplexity-window* reports, loss.png and tensorboard/.
+perplexity-window* reports, loss.png and tensorboard/, and tokenizer/ when a file describes the
+task's tokenizer (a trained BPE lives in the user's cache otherwise, where a run copied to
+another machine, or a cleared cache, loses it; `layerzoo export` carries it).
 
 Training into a folder that holds anything needs `resume` (continue the run that is there) or
 `overwrite` (remove that run's files first; files that are not a run's are left alone), so two
@@ -14,11 +16,13 @@ import shutil
 from pathlib import Path
 
 from ...specs import Spec
+from ...tasks.text.cache import written_whole
 from ..errors import TrainingError
 from .lock import LOCK, not_writable
 
 RUN_FILES = ("spec.yaml", "metrics.jsonl", "metrics.jsonl.partial", "checkpoints", "eval-window*.json", "eval-window*.png",
-             "text-report.json", "perplexity-window*.json", "perplexity-window*.png", "loss.png", "tensorboard")
+             "text-report.json", "perplexity-window*.json", "perplexity-window*.png", "loss.png", "tensorboard",
+             "tokenizer", "tokenizer.partial-*")
 
 
 def default_run_dir(spec: Spec) -> Path:
@@ -60,8 +64,9 @@ def check_writable(run_dir: Path) -> None:
             raise not_writable(folder, "no write permission")
 
 
-def start_run_folder(run_dir: Path, spec: Spec, overwrite: bool) -> None:
-    """Remove the previous run's files when overwriting, then write the resolved spec."""
+def start_run_folder(run_dir: Path, spec: Spec, overwrite: bool, tokenizer: dict[str, Path]) -> None:
+    """Remove the previous run's files when overwriting, then write the resolved spec and a copy
+    of the task's tokenizer files ({name: file}, see Task.tokenizer_files) into tokenizer/."""
     if overwrite and run_dir.is_dir():
         for path in run_files(run_dir):
             if path.is_dir():
@@ -70,6 +75,15 @@ def start_run_folder(run_dir: Path, spec: Spec, overwrite: bool) -> None:
                 path.unlink()
     run_dir.mkdir(parents=True, exist_ok=True)
     spec.save(run_dir / "spec.yaml")
+    if tokenizer:  # on --resume the task's replaces the run's copy: the same files unless the corpus changed
+        shutil.rmtree(run_dir / "tokenizer", ignore_errors=True)
+        written_whole(run_dir / "tokenizer", lambda folder: copy_files(tokenizer, folder))
+
+
+def copy_files(files: dict[str, Path], folder: Path) -> None:
+    """Each file of {name: file} to folder/name."""
+    for name, file in files.items():
+        shutil.copyfile(file, folder / name)
 
 
 def report_stem(kind: str, window: int | None) -> str:

@@ -40,13 +40,38 @@ def latest_checkpoint(path: str | Path) -> Path | None:
 def newest_usable(path: str | Path, load: Callable[[Path], Loaded], report: bool = True) -> Loaded | None:
     """load(checkpoint) for `path` itself when it is a checkpoint, else for the run folder's
     checkpoints newest first, until one is not an UnusableCheckpoint; each that is, is reported
-    (report=False: silently) in one line. None when the run folder has no checkpoints."""
+    (report=False: silently) in one line. None when the run folder has no checkpoints.
+
+    A checkpoint removed while it is read (a run that is training prunes its older checkpoints
+    as it saves newer ones) fails in whatever way its files went missing; the checkpoints are
+    then listed again, and the newest one read instead."""
     path = Path(path)
-    candidates = [path] if (path / "trainer.json").is_file() else run_checkpoints(path)[::-1]
+    for _ in range(RELISTS):
+        candidates = [path] if (path / "trainer.json").is_file() else run_checkpoints(path)[::-1]
+        try:
+            return first_usable(candidates, path, load, report)
+        except Vanished:
+            continue
+    raise CheckpointError(f"{path}: its checkpoints were removed while being read, {RELISTS} times; try again")
+
+
+RELISTS = 8  # each one means the run saved a newer checkpoint meanwhile
+
+
+class Vanished(Exception):
+    """A checkpoint folder that was removed while it was read."""
+
+
+def first_usable(candidates: list[Path], path: Path, load: Callable[[Path], Loaded], report: bool) -> Loaded | None:
+    """newest_usable's search over the listed `candidates`; Vanished when one was removed while read."""
     for index, candidate in enumerate(candidates):
         try:
             return load(candidate)
-        except UnusableCheckpoint as error:
+        except Exception as error:
+            if not candidate.exists():
+                raise Vanished(candidate) from error
+            if not isinstance(error, UnusableCheckpoint):
+                raise
             if index + 1 == len(candidates):
                 if len(candidates) == 1:
                     raise
