@@ -11,16 +11,22 @@ from ..reference import EPS
 
 # Largest chunk the kernels take: (L, L) fp32 tiles per program; 128 already strains registers.
 MAX_CHUNK = 128
+# Before sm_90 (no wgmma) tl.dot's accumulators live in registers: at L = 128 every kernel spills
+# kilobytes there in every dtype (tests/kernels/test_triton_targets.py), so chunks stop at 64.
+MAX_CHUNK_BEFORE_SM90 = 64
 
 
-def chunk_length(chunk_size: int, length: int) -> int:
-    """The chunk length L the kernels use for a requested `chunk_size` and a sequence of T tokens.
+def chunk_length(chunk_size: int, length: int, capability: int = 9) -> int:
+    """The chunk length L the kernels use for a requested `chunk_size` and a sequence of T tokens,
+    on a GPU of compute capability `capability` (the major version; 9 under the interpreter).
 
     tl.arange and tl.dot want a power of two >= 16, so chunk_size is rounded up to one and
-    clamped to [16, MAX_CHUNK]; a short sequence takes the smallest such power covering it.
-    The result does not depend on L beyond rounding, so this only changes speed.
+    clamped to [16, MAX_CHUNK] (MAX_CHUNK_BEFORE_SM90 below sm_90); a short sequence takes the
+    smallest such power covering it. The result does not depend on L beyond rounding, so this
+    only changes speed.
     """
-    wanted = min(max(triton.next_power_of_2(chunk_size), 16), MAX_CHUNK)
+    largest = MAX_CHUNK if capability >= 9 else MAX_CHUNK_BEFORE_SM90
+    wanted = min(max(triton.next_power_of_2(chunk_size), 16), largest)
     return min(wanted, max(16, triton.next_power_of_2(length)))
 
 
@@ -53,8 +59,9 @@ def kernel_dtypes(dtype: torch.dtype) -> dict:
 
 
 def launch_config(dtype: torch.dtype, key_dim: int, value_dim: int, L: int,
-                  block_k: int | None = None, block_v: int | None = None) -> dict[str, dict]:
-    """Each kernel's constexpr keyword arguments, num_warps included, by kernel.
+                  block_k: int | None = None, block_v: int | None = None, capability: int = 9) -> dict[str, dict]:
+    """Each kernel's constexpr keyword arguments, num_warps included, by kernel, on a GPU of
+    compute capability `capability` (the major version; 9 under the interpreter).
 
     Tile widths were picked from ptxas register / spill counts of sm_90 builds at Dk = 128,
     Dv = 256, L = 64 (bf16: no or little spilling), not from timings:
@@ -62,14 +69,14 @@ def launch_config(dtype: torch.dtype, key_dim: int, value_dim: int, L: int,
       outputs: BV = 64 output columns per program, looping over Dk in tiles of BK = 128, 8 warps
       chunk_grads: BK = 64 per program, looping over Dv in tiles of BV = 32, 8 warps
     The per-chunk kernels hold several (L, L) and (L, BK) fp32 tiles, hence 8 warps once those are
-    (64, 64). fp32 (tf32x3) spills some registers at these sizes; fp64 halves the widths to stay
-    within shared memory. block_k / block_v replace every Dk / Dv width (tests use 16 to exercise
-    the tiling).
+    (64, 64). fp64 halves the widths to stay within shared memory, and so does fp32 before sm_90,
+    whose tf32x3 products (three per operand pair) spill tens of kilobytes there at full width.
+    block_k / block_v replace every Dk / Dv width (tests use 16 to exercise the tiling).
     """
     common = {"Dk": key_dim, "Dv": value_dim, "L": L, **kernel_dtypes(dtype)}
     scaled = {**common, "SCALE": key_dim**-0.5, "EPS": EPS}
-    # fp64 tiles take twice the registers and shared memory: half the widths (min 16).
-    cap = (lambda width: max(16, width // 2)) if dtype == torch.float64 else (lambda width: width)
+    halved = dtype == torch.float64 or (dtype == torch.float32 and capability < 9)
+    cap = (lambda width: max(16, width // 2)) if halved else (lambda width: width)
     state_k, state_v = tile_width(key_dim, cap(64), block_k), tile_width(value_dim, cap(64), block_v)
     loop_k, loop_v = tile_width(key_dim, cap(128), block_k), tile_width(value_dim, cap(32), block_v)
     warps = 8 if L * max(state_k, state_v) >= 64 * 64 else 4

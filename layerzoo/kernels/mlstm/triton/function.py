@@ -33,7 +33,7 @@ def mlstm_triton(
     q, k: (B, T, H, Dk); v: (B, T, H, Dv), one dtype of fp32 / bf16 / fp16 / fp64; i, f: (B, T, H)
     any float dtype; initial_state None (empty) or (C (B, H, Dk, Dv), n (B, H, Dk), m (B, H)).
     T >= 1, any T and head dims (padded to powers of two >= 16 inside, masked).
-    chunk_size: rounded up to a power of two in [16, 128] (and down for short sequences), see
+    chunk_size: rounded up to a power of two in [16, 128] ([16, 64] before sm_90; down for short sequences), see
     config.chunk_length; results do not depend on it beyond rounding. block_k / block_v: replace
     every Dk / Dv tile width (powers of two >= 16; defaults in config.launch_config); tests shrink
     them to exercise the tiling at small shapes.
@@ -44,8 +44,9 @@ def mlstm_triton(
     """
     if q.dtype not in SUPPORTED:
         raise ValueError(f"mlstm: the 'triton' backend takes fp32, bf16, fp16 or fp64 inputs, got {q.dtype}")
-    L = chunk_length(chunk_size, q.shape[1])
-    config = launch_config(q.dtype, q.shape[-1], v.shape[-1], L, block_k, block_v)
+    capability = torch.cuda.get_device_capability(q.device)[0] if q.is_cuda else 9
+    L = chunk_length(chunk_size, q.shape[1], capability)
+    config = launch_config(q.dtype, q.shape[-1], v.shape[-1], L, block_k, block_v, capability)
     C0, n0, m0 = (None, None, None) if initial_state is None else tuple(initial_state)
     h, C, n, m = _MLSTMFunction.apply(q, k, v, i, f, C0, n0, m0, config)
     return h, MLSTMState(C, n, m)
