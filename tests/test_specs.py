@@ -8,6 +8,8 @@ import layerzoo
 from layerzoo import SpecError, load_spec
 from layerzoo.testing import mixer_specs
 
+from tests.helpers.spec_errors import assert_spec_error
+
 BASE = """\
 name: base
 model:
@@ -246,10 +248,4 @@ YAML_MISTAKES = [
 def test_a_yaml_syntax_error_names_the_line_of_the_mistake(tmp_path, lines, line, words):
     """YAML's parser reports many mistakes at the line after them (the one where it gives up): a
     key that lacks its ':', a line indented unlike its siblings, a bracket or quote left open."""
-    path = write(tmp_path, "\n".join(lines) + "\n")
-    with pytest.raises(SpecError) as error:
-        load_spec(path)
-    message = str(error.value)
-    assert message.startswith(f"{path}:{line}: invalid YAML: ") and "\n" not in message, message
-    for word in words:
-        assert word in message, message
+    assert_spec_error(write(tmp_path, "\n".join(lines) + "\n"), line, words, after=" invalid YAML: ")

@@ -18,6 +18,8 @@ from layerzoo import SpecError, load_spec
 from layerzoo.assemblies.armt import ARMT, load_adapter, save_adapter, wrap
 from layerzoo.testing import assert_close, relative_rms_error, run_in_pieces, sequence_splits, state_numel
 
+from tests.helpers.spec_errors import assert_spec_error
+
 SEGMENT = 5
 SPEC = {
     "extends": "armt-tiny",
@@ -223,12 +225,7 @@ def test_malformed_armt_sections_name_file_line_and_key(tmp_path, old, new, line
     assert old in BASE
     path = tmp_path / "spec.yaml"
     path.write_text(BASE.replace(old, new, 1))
-    with pytest.raises(SpecError) as error:
-        load_spec(path)
-    message = str(error.value)
-    assert message.startswith(f"{path}:{line}:") and "\n" not in message, message
-    for word in words:
-        assert word in message, message
+    assert_spec_error(path, line, words)
 
 
 def test_a_base_checkpoint_needs_an_armt_section_and_dumps_without_a_model(tmp_path):

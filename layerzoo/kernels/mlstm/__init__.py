@@ -41,7 +41,7 @@ def mlstm_triton(q, k, v, i, f, initial_state=None, chunk_size=64, **blocks):
     Same contract as the other backends: q, k (B, T, H, Dk), v (B, T, H, Dv), i, f (B, T, H),
     B, T >= 1 -> (h (B, T, H, Dv), final MLSTMState), differentiable in every input. CUDA tensors,
     or CPU under TRITON_INTERPRET=1 (else a one-line ValueError). fp32, bf16, fp16 and fp64
-    inputs (fp64 computes in fp64). chunk_size is rounded up to a power of two in [16, 128],
+    inputs (fp64 computes in fp64). chunk_size is rounded up to a power of two in [16, 128] ([16, 64] before sm_90),
     since the kernels' tiles need one; the result does not depend on it beyond rounding.
     blocks: block_k / block_v tile-width overrides (see triton.function.mlstm_triton).
     """
@@ -93,7 +93,7 @@ def mlstm(
     initial_state: None (the empty state, all zeros) or an MLSTMState / (C, n, m) tuple with
     C (B, H, Dk, Dv), n (B, H, Dk), m (B, H). Any B, T >= 0; gradients reach every input, the
     initial state included. chunk_size: tokens per chunk of the chunkwise backends (any T, no
-    multiple needed; "triton" rounds it up to a power of two in [16, 128]). backend: "auto" (see
+    multiple needed; "triton" rounds it up to a power of two in [16, 128], [16, 64] before sm_90). backend: "auto" (see
     choose_mlstm_backend) or a key of BACKENDS.
 
     cu_seqlens: None, or packed sequences in flash-linear-attention's convention: B = 1, and a 1-D
