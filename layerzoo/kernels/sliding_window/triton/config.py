@@ -5,12 +5,11 @@ dtypes (added by the autotuner) and a power-of-two bucket of the window; configs
 (shared memory: fp32 tiles at D=128 are twice the bf16 ones) fail to compile and are dropped by
 the autotuner, so every list ends in a small config that always fits. The lists are educated
 guesses from flash-attention-2 practice (forward: wide query tiles; dK/dV: wide key tiles, since
-each program holds two fp32 (BLOCK_N, D) accumulators), not measured on this code. They were
-checked by an ahead-of-time sm_90 compile (registers and spills, no timing): configs whose
-16-bit D=128 build spilled hundreds of bytes (a 128-row forward tile or a 64x64 dQ tile on 4
-warps, 64-row dK/dV tiles) were dropped or replaced by 8-warp / narrower ones that compile
-spill-free. The rest spill at most ~100 bytes, except dK/dV with GQA (GROUP > 1), where the
-loop over the group's heads raises pressure (32x64: 640 bytes); 16x128 stays spill-free there.
+each program holds two fp32 (BLOCK_N, D) accumulators), not measured on this code. Every config
+is compiled ahead of time for sm_80 and sm_90 by tests/kernels/test_triton_targets.py (shared
+memory and spills, no timing), which holds that each list keeps one that fits and barely spills
+on both; on sm_80 the widest dK/dV tiles spill kilobytes, and the autotuner keeps one of them
+only if it still runs fastest.
 
 Under the Triton interpreter (CPU) one small fixed config runs instead: benchmarking configs there
 would take minutes, and 16/32-row tiles make short test sequences span several blocks. The two
