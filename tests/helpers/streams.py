@@ -10,18 +10,30 @@ from layerzoo.testing import assert_close, prefill_then_decode, run_in_pieces
 
 
 @st.composite
-def delta_rule_layers(draw, cls: type, d_model: int = 16):
-    """A small Gated DeltaNet or Kimi Delta Attention (their options are the same), seeded."""
+def delta_rule_layers(draw, cls: type, d_model: int = 16, use_short_conv: bool | None = None):
+    """A small Gated DeltaNet or Kimi Delta Attention (their options are the same), seeded;
+    use_short_conv None: drawn."""
     torch.manual_seed(draw(st.integers(0, 2**31 - 1)))
     return cls(
         d_model,
         n_heads=draw(st.integers(1, 3)),
         head_dim=draw(st.sampled_from([4, 8])),
         expand_v=draw(st.sampled_from([1.0, 1.5, 2.0])),
-        use_short_conv=draw(st.booleans()),
+        use_short_conv=draw(st.booleans()) if use_short_conv is None else use_short_conv,
         conv_size=draw(st.integers(1, 4)),
         chunk_size=draw(st.sampled_from([4, 16, 64])),
     )
+
+
+@st.composite
+def delta_rule_layers_off_init(draw, cls: type, d_model: int = 16):
+    """delta_rule_layers with short convolutions, the output norm's weight and dt_bias drawn away
+    from their constant inits (so that a mapping that swaps or reshapes them shows)."""
+    mixer = draw(delta_rule_layers(cls, d_model, use_short_conv=True))
+    with torch.no_grad():
+        mixer.o_norm.weight.uniform_(0.5, 1.5)
+        mixer.dt_bias.normal_()
+    return mixer
 
 
 def check_prefill_then_decode(mixer: torch.nn.Module, x: torch.Tensor, data) -> None:

@@ -3,7 +3,6 @@ layerzoo's own, weights missing from a folder load initialised (and listed), wei
 holds are kept, and a NaN in a folder is a one-line error."""
 
 import logging
-import math
 
 import pytest
 import torch
@@ -14,6 +13,7 @@ from safetensors.torch import load_file, save_file
 import layerzoo
 from layerzoo.hf import HFError, LayerzooForCausalLM
 
+from tests.helpers.distributions import kolmogorov_smirnov, ks_critical_value
 from tests.helpers.hf_inputs import TINY
 
 
@@ -71,14 +71,6 @@ def load_file_keys(model: LayerzooForCausalLM, folder) -> list[str]:
     return list(load_file(folder / "model.safetensors"))
 
 
-def kolmogorov_smirnov(a: torch.Tensor, b: torch.Tensor) -> float:
-    """The two-sample statistic: the largest gap between the empirical CDFs of a and b."""
-    a, b = a.flatten().double().sort().values, b.flatten().double().sort().values
-    points = torch.cat([a, b])
-    gap = torch.searchsorted(a, points, right=True) / len(a) - torch.searchsorted(b, points, right=True) / len(b)
-    return float(gap.abs().max())
-
-
 def one_mixer_spec(name: str) -> dict:
     options = dict(layerzoo.get_mixer(name).test_options)
     return {"model": {"d_model": 64, "n_layers": 1, "vocab_size": 32, "mixers": {name: options}, "pattern": [name]}}
@@ -112,7 +104,7 @@ def test_a_mixer_missing_from_a_folder_is_initialised_as_a_new_one(mixer, droppe
             continue
         statistic = kolmogorov_smirnov(value, pool)
         n, m = value.numel(), pool.numel()
-        assert statistic < 1.95 * math.sqrt((n + m) / (n * m)), f"{key}: KS statistic {statistic:.3f} over {n} values"
+        assert statistic < ks_critical_value(n, m), f"{key}: KS statistic {statistic:.3f} over {n} values"
 
 
 def test_a_nan_weight_is_a_one_line_error_naming_it(tmp_path):
