@@ -14,6 +14,7 @@ shortcut's PyTorch body returns None, which makes `forward` take the step-by-ste
 from __future__ import annotations
 
 import contextlib
+import inspect
 from typing import Iterator
 
 import torch
@@ -47,6 +48,24 @@ def modeling():
     from transformers.models.mamba2 import modeling_mamba2
 
     return modeling_mamba2
+
+
+def unsupported_layout() -> str | None:
+    """Why this transformers' Mamba-2 is not the layout these helpers know (None when it is): the
+    five kernel functions with PyTorch bodies, the grouped gated norm, linear-attention cache layers.
+    Earlier 5.x releases chose kernels in the mixer's constructor and normalised over all d_inner
+    channels whatever n_groups; their parity is not claimed."""
+    from transformers import cache_utils
+
+    module = modeling()
+    missing = [name for name in KERNEL_NAMES if not hasattr(getattr(module, name, None), "__wrapped__")]
+    if missing:
+        return f"transformers' modeling_mamba2 has no PyTorch-bodied {', '.join(missing)}"
+    if "group_size" not in inspect.signature(module.MambaRMSNormGated).parameters:
+        return "transformers' MambaRMSNormGated is not grouped"
+    if not hasattr(cache_utils, "LinearAttentionLayer"):
+        return "transformers' cache_utils has no LinearAttentionLayer"
+    return None
 
 
 @contextlib.contextmanager

@@ -19,9 +19,14 @@ from hypothesis import strategies as st
 from layerzoo.mixers import Mamba2
 from layerzoo.testing import assert_close, sequence_splits
 
-from tests.helpers.hf_mamba2 import PARAMETERS, counterpart, mapped_gradients, new_cache, state_of, torch_path
-
 pytest.importorskip("transformers.models.mamba2.modeling_mamba2")
+
+from tests.helpers.hf_mamba2 import (  # noqa: E402
+    PARAMETERS, counterpart, mapped_gradients, new_cache, state_of, torch_path, unsupported_layout,
+)
+
+if (reason := unsupported_layout()) is not None:
+    pytest.skip(reason, allow_module_level=True)
 
 
 @pytest.fixture(autouse=True)
