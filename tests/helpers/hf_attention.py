@@ -68,9 +68,9 @@ def run(layer: nn.Module, rotary: nn.Module, config, x: torch.Tensor):
     positions = torch.arange(length)[None].expand(batch, -1)
     cache = DynamicCache(config=config)
     make_mask = create_causal_mask if getattr(config, "sliding_window", None) is None else create_sliding_window_causal_mask
-    mask = make_mask(config=config, inputs_embeds=x, attention_mask=None, cache=cache, position_ids=positions,
-                     allow_is_causal_skip=False)
-    y, _ = layer(x, rotary(x, positions), mask, cache=cache)
+    # Positional: the cache argument is `past_key_values` in transformers 5.17 (the GPU image's), `cache` in 5.24.
+    mask = make_mask(config, x, None, cache, positions, allow_is_causal_skip=False)
+    y, _ = layer(x, rotary(x, positions), mask, cache)
     keys, values = cache.layers[0].keys, cache.layers[0].values
     window = getattr(config, "sliding_window", None)
     if window is not None:

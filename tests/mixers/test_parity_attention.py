@@ -24,7 +24,8 @@ from layerzoo.mixers.attention import Attention, SlidingWindowAttention
 from layerzoo.testing import assert_close
 
 from tests.helpers import hf_attention
-from tests.helpers.layer_parity import compare_gradients, load_theirs_into_ours, loss_weights, randomise
+from tests.helpers.init_stats import assert_follows, follows, linear_default_cdf, normal_cdf
+from tests.helpers.layer_parity import compare_gradients, load_theirs_into_ours, loss_weights, mapped_from, randomise
 
 D_MODEL = 16
 HEADS = st.sampled_from([(4, 4), (4, 2), (4, 1), (2, 1), (8, 2)])  # (n_heads, n_kv_heads)
@@ -87,3 +88,43 @@ def test_gated_qk_normed_attention_equals_qwen3_next_attention(case):
                                                      window=case["window"])
     mapping = hf_attention.qwen3_next_mapping(case["n_heads"], D_MODEL // case["n_heads"])
     check_parity(ours_for(case, qk_norm=True, output_gate=True), theirs, rotary, config, mapping, case)
+
+
+# Initialisation. transformers' PreTrainedModel._init_weights draws every nn.Linear from
+# N(0, initializer_range = 0.02) whatever its width; layerzoo keeps nn.Linear's default,
+# U(+-1/sqrt(fan_in)) (std 1/sqrt(3 fan_in): 0.072 at d_model 64, equal to 0.02 at d_model 833).
+# Norm weights agree exactly through the mapping (ours 1, theirs 0 stored as weight - 1).
+INIT_WIDTH = 64
+
+
+def test_projections_initialise_as_nn_linear_where_transformers_draws_n_0_002():
+    ours = Attention(INIT_WIDTH, n_heads=4, n_kv_heads=2, qk_norm=True, output_gate=True)
+    llama = hf_attention.initialised_llama_attention(INIT_WIDTH, 4, 2, seed=0)
+    qwen = hf_attention.initialised_qwen3_next_attention(INIT_WIDTH, 4, 2, seed=0)
+    for name in ("q_proj", "kv_proj", "gate_proj", "out_proj"):
+        weight = getattr(ours, name).weight
+        assert_follows(weight, linear_default_cdf(weight.shape[1]), f"ours {name}")
+        assert not follows(weight, normal_cdf(0.02)), f"ours {name} now initialises as transformers does: update docs/parity.md"
+    for layer in (llama, qwen):
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            assert_follows(getattr(layer, name).weight, normal_cdf(0.02), f"{type(layer).__name__} {name}")
+            assert getattr(layer, name).bias is None
+
+
+def test_qk_norm_weights_initialise_to_the_same_function_as_qwen3_next():
+    ours = Attention(INIT_WIDTH, n_heads=4, n_kv_heads=2, qk_norm=True, output_gate=True)
+    theirs = hf_attention.initialised_qwen3_next_attention(INIT_WIDTH, 4, 2, seed=0)
+    mapping = hf_attention.qwen3_next_mapping(4, INIT_WIDTH // 4)
+    for name in ("q_norm.weight", "k_norm.weight"):
+        expected = mapped_from(dict(theirs.named_parameters()), mapping[name], ours.get_parameter(name).shape)
+        assert torch.equal(ours.get_parameter(name), expected), name
+
+
+def test_rope_frequencies_agree_with_llamas_to_an_ulp_ours_rounded_from_fp64():
+    """theta^(-2i/D): ours computed in fp64 then rounded to fp32, Llama's in fp32 (a few entries
+    one ulp off); ours is the correctly rounded value."""
+    ours = Attention(INIT_WIDTH, n_heads=4, rope_theta=500.0).rotary.inv_freq
+    theirs = hf_attention.llama(INIT_WIDTH, 4, 4, theta=500.0)[1].inv_freq
+    exact = 500.0 ** (-torch.arange(0, INIT_WIDTH // 4, 2, dtype=torch.float64) / (INIT_WIDTH // 4))
+    torch.testing.assert_close(ours, theirs, rtol=2.5e-7, atol=0)
+    assert torch.equal(ours, exact.float())
