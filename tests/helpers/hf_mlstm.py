@@ -56,9 +56,13 @@ def xlstm_layer(config: xLSTMConfig, seed: int = 0, dtype: torch.dtype = torch.f
     return xLSTMModel(config).blocks[0].mlstm_layer.to(dtype)
 
 
-def run(layer: nn.Module, x: torch.Tensor):
-    """-> (y, (C, n, m)): C (B, H, Dk, Dv), n (B, H, Dk), m (B, H) as layerzoo's MLSTMState lays them out."""
-    y, (C, n, m) = layer(x)
+def run(layer: nn.Module, x: torch.Tensor, initial=None):
+    """-> (y, (C, n, m)): C (B, H, Dk, Dv), n (B, H, Dk), m (B, H) as layerzoo's MLSTMState lays
+    them out, and so is `initial` (None: theirs starts from zeros, as ours)."""
+    if initial is not None:
+        C0, n0, m0 = initial
+        initial = (C0, n0, m0[..., None])
+    y, (C, n, m) = layer(x, initial)
     return y, (C, n, m.squeeze(-1))
 
 

@@ -1,7 +1,8 @@
 """layerzoo's `mlstm` mixer equals transformers' xLSTM mLSTM layer (xLSTMLayer, xLSTM-7B's layout),
 weights copied through the mappings of tests/helpers/hf_mlstm.py (written out in docs/parity.md):
 outputs, final states (C, n in one stabiliser's frame: the true state up to a common factor) and
-the gradients of the input and every mapped parameter, at fp32 tolerance.
+the gradients of the input and every mapped parameter, from an empty or a carried initial state,
+in fp64 and at fp32 tolerance.
 
 transformers runs its native PyTorch kernels (no `xlstm` package, fp32: see the helper), chunkwise
 over whole chunks and the step loop over the rest, so both of its paths are compared.
@@ -18,12 +19,14 @@ from hypothesis import strategies as st
 
 pytest.importorskip("transformers")
 
+from layerzoo.kernels import MLSTMState
 from layerzoo.mixers import MLSTM
-from layerzoo.testing import assert_close
+from layerzoo.testing import TOLERANCES, assert_close
+from layerzoo.testing.tolerances import rms
 
 from tests.helpers import hf_mlstm
 from tests.helpers.init_stats import assert_follows, follows, linear_default_cdf, normal_cdf
-from tests.helpers.layer_parity import compare_gradients, load_theirs_into_ours, loss_weights, mapped_from, randomise
+from tests.helpers.layer_parity import load_theirs_into_ours, loss_weights, mapped_from, randomise
 
 @st.composite
 def cases(draw, d_model: int = 16, qk_dim_factors=(0.25, 0.5, 1.0)):
@@ -36,6 +39,7 @@ def cases(draw, d_model: int = 16, qk_dim_factors=(0.25, 0.5, 1.0)):
         "chunk_size": draw(st.sampled_from([2, 4, 8])),
         "weight_mode": draw(st.sampled_from(["single", "fused"])),
         "batch": draw(st.integers(1, 2)), "length": draw(st.integers(1, 20)),
+        "initial_state": draw(st.booleans()),
         "seed": draw(st.integers(0, 2**31 - 1)),
     }
 
@@ -46,7 +50,10 @@ def true_state_in_frame(C, n, m, m_ref):
     return C * factor[..., None, None], n * factor[..., None]
 
 
-def check_parity(case, dtype):
+def outcomes(case, dtype, frame=None):
+    """({name: tensor} of ours, the same of theirs): the output y, the final C and n in the frame
+    of stabiliser `frame` (default: their own m), dx, and each of our parameters' gradient (theirs
+    carried through the mapping); also their m."""
     options = {key: case[key] for key in ("n_heads", "qk_dim_factor", "v_dim_factor", "gate_soft_cap", "chunk_size")}
     config = hf_mlstm.xlstm_config(case["d_model"], weight_mode=case["weight_mode"], dtype=dtype, **options)
     theirs = hf_mlstm.xlstm_layer(config, dtype=dtype)
@@ -57,36 +64,73 @@ def check_parity(case, dtype):
     load_theirs_into_ours(ours, theirs, mapping)
     x = torch.randn(case["batch"], case["length"], case["d_model"], generator=gen).to(dtype)
     x_ours, x_theirs = x.clone().requires_grad_(), x.clone().requires_grad_()
+    initial = None
+    if case["initial_state"]:  # a stream carried on: positive n and a stabiliser away from 0
+        heads, key_dim, value_dim = ours.n_heads, ours.key_dim, ours.value_dim
+        initial = MLSTMState(torch.randn(case["batch"], heads, key_dim, value_dim, generator=gen).to(dtype),
+                             torch.rand(case["batch"], heads, key_dim, generator=gen).to(dtype),
+                             2 * torch.randn(case["batch"], heads, generator=gen).to(dtype))
 
-    y, state = ours(x_ours, return_state=True)
-    y_ref, (C_ref, n_ref, m_ref) = hf_mlstm.run(theirs, x_theirs)
-    what = f"mlstm {case}"
-    assert_close(y, y_ref, what=f"{what}: output")
-    frame = m_ref.detach()
+    y, state = ours(x_ours, initial, return_state=True)
+    y_ref, (C_ref, n_ref, m_ref) = hf_mlstm.run(theirs, x_theirs, initial)
+    frame = m_ref.detach() if frame is None else frame.to(dtype)
     ours_state = true_state_in_frame(state.C, state.n, state.m, frame)
     their_state = true_state_in_frame(C_ref, n_ref, m_ref, frame)
-    for name, got, expected in zip("Cn", ours_state, their_state):
-        assert_close(got, expected, what=f"{what}: final {name}")
-
-    weights = loss_weights(y_ref, *their_state)
-    sum((t * w).sum() for t, w in zip((y, *ours_state), weights)).backward()
-    sum((t * w).sum() for t, w in zip((y_ref, *their_state), weights)).backward()
-    assert_close(x_ours.grad, x_theirs.grad, what=f"{what}: dx", scale=10)
-    compare_gradients(ours, theirs, mapping, what)
+    weights = loss_weights(y_ref.double(), *(t.double() for t in their_state))
+    sum((t * w.to(dtype)).sum() for t, w in zip((y, *ours_state), weights)).backward()
+    sum((t * w.to(dtype)).sum() for t, w in zip((y_ref, *their_state), weights)).backward()
+    their_params = {name: p.grad for name, p in theirs.named_parameters()}
+    ours_out = {"y": y, "C": ours_state[0], "n": ours_state[1], "dx": x_ours.grad}
+    theirs_out = {"y": y_ref, "C": their_state[0], "n": their_state[1], "dx": x_theirs.grad}
+    for name, param in ours.named_parameters():
+        ours_out[f"d{name}"] = param.grad
+        theirs_out[f"d{name}"] = mapped_from(their_params, mapping[name], param.shape, gradient=True)
+    theirs_out["m"] = m_ref.detach()
+    return ours_out, theirs_out
 
 
 @given(case=cases())
 def test_mlstm_equals_xlstm_mlstm_layer_in_fp64(case):
     """Both layers in fp64 (theirs with fp64 states and norms): the same function to rounding."""
-    check_parity(case, torch.float64)
+    ours, theirs = outcomes(case, torch.float64)
+    for name, got in ours.items():
+        assert_close(got, theirs[name], what=f"mlstm {case}: {name}", scale=10 if name.startswith("d") else 1)
 
 
-# Heads of 8 or more q/k and v channels, as real configurations have (xLSTM-7B: 256, 512). At 1
-# or 2 channels a head's LayerNorm of 2 values amplifies fp32's rounding (both sides') into
-# gradient differences above fp32 tolerance; the fp64 test covers those widths.
-@given(case=cases(d_model=64, qk_dim_factors=(0.5, 1.0)))
-def test_mlstm_equals_xlstm_mlstm_layer_in_fp32(case):
-    check_parity(case, torch.float32)
+@given(case=cases(d_model=32, qk_dim_factors=(0.5, 1.0)))  # heads of 4 or more channels: see below
+def test_mlstm_in_fp32_is_as_close_to_the_fp64_layer_as_xlstm_in_fp32(case):
+    """In fp32 the two agree to within fp32's tolerance, or, where the layer's conditioning
+    amplifies rounding past it, ours is no further from the exact result (theirs in fp64) than
+    theirs is.
+
+    The step form's denominator max(|q.n|, exp(-m)) and a head's LayerNorm over a few channels
+    amplify rounding where q.n nears 0 or a head's values near each other: there both layers'
+    fp32 gradients are up to 1e-3 off the fp64 result (and layerzoo's chunkwise form often
+    less), so a fixed fp32 tolerance between them would fail on both alike.
+    """
+    _, truth = outcomes(case, torch.float64)
+    ours, theirs = outcomes(case, torch.float32, frame=truth["m"])
+    for name, got in ours.items():
+        rtol, atol = TOLERANCES[torch.float32]
+        scale = 10 if name.startswith("d") else 1
+        within_tolerance = rms(got.double() - theirs[name].double()) <= scale * (rtol * rms(theirs[name]) + atol)
+        ours_error, their_error = rms(got.double() - truth[name]), rms(theirs[name].double() - truth[name])
+        assert within_tolerance or ours_error <= 2 * their_error, (
+            f"mlstm {case}: {name}: ours {ours_error:.2e} from the fp64 result, theirs {their_error:.2e}")
+
+
+@pytest.mark.xfail(strict=True, reason="known: at 1 q/k and 2 v channels per head layerzoo's chunkwise backward "
+                   "in fp32 is 35x further from the fp64 gradient of x than transformers' chunkwise kernel")
+def test_mlstm_in_fp32_at_one_key_channel_per_head():
+    """The corner the fp32 test leaves out, found by hypothesis: heads of 1 q/k and 2 v channels,
+    8 tokens in chunks of 2. dx is 1.9e-4 (rms) from the fp64 result with layerzoo's chunkwise
+    backend, 5.5e-6 with transformers' chunkwise kernel (layerzoo's reference backend is as close).
+    Where this comes from is not known yet (the kernel alone, fed random output gradients, is
+    within 2e-7: it takes this layer's LayerNorm gradients). The fp64 test shows
+    the function is the same; real heads have 8 or more channels (xLSTM-7B: 256 and 512)."""
+    case = {"d_model": 16, "n_heads": 4, "qk_dim_factor": 0.25, "v_dim_factor": 0.5, "gate_soft_cap": 15.0,
+            "chunk_size": 2, "weight_mode": "single", "batch": 1, "length": 8, "initial_state": False, "seed": 2341}
+    test_mlstm_in_fp32_is_as_close_to_the_fp64_layer_as_xlstm_in_fp32.hypothesis.inner_test(case=case)
 
 
 # Initialisation against xLSTMPreTrainedModel._init_weights (weight_mode "single", xLSTM-7B's; the
