@@ -97,7 +97,11 @@ def test_mlstm_equals_xlstm_mlstm_layer_in_fp64(case):
         assert_close(got, theirs[name], what=f"mlstm {case}: {name}", scale=10 if name.startswith("d") else 1)
 
 
-@given(case=cases(d_model=32, qk_dim_factors=(0.5, 1.0)))  # heads of 4 or more channels: see below
+# Heads of 4 or more channels. At 1 q/k and 2 v channels a head's LayerNorm over 2 values has a
+# second derivative of up to 1 / eps = 1e6, which turns 1e-9 differences in h into 1e-3 in dx: which
+# side lands nearer the fp64 result is then luck (docs/parity.md has a case); the fp64 test
+# covers those widths.
+@given(case=cases(d_model=32, qk_dim_factors=(0.5, 1.0)))
 def test_mlstm_in_fp32_is_as_close_to_the_fp64_layer_as_xlstm_in_fp32(case):
     """In fp32 the two agree to within fp32's tolerance, or, where the layer's conditioning
     amplifies rounding past it, ours is no further from the exact result (theirs in fp64) than
@@ -117,20 +121,6 @@ def test_mlstm_in_fp32_is_as_close_to_the_fp64_layer_as_xlstm_in_fp32(case):
         ours_error, their_error = rms(got.double() - truth[name]), rms(theirs[name].double() - truth[name])
         assert within_tolerance or ours_error <= 2 * their_error, (
             f"mlstm {case}: {name}: ours {ours_error:.2e} from the fp64 result, theirs {their_error:.2e}")
-
-
-@pytest.mark.xfail(strict=True, reason="known: at 1 q/k and 2 v channels per head layerzoo's chunkwise backward "
-                   "in fp32 is 35x further from the fp64 gradient of x than transformers' chunkwise kernel")
-def test_mlstm_in_fp32_at_one_key_channel_per_head():
-    """The corner the fp32 test leaves out, found by hypothesis: heads of 1 q/k and 2 v channels,
-    8 tokens in chunks of 2. dx is 1.9e-4 (rms) from the fp64 result with layerzoo's chunkwise
-    backend, 5.5e-6 with transformers' chunkwise kernel (layerzoo's reference backend is as close).
-    Where this comes from is not known yet (the kernel alone, fed random output gradients, is
-    within 2e-7: it takes this layer's LayerNorm gradients). The fp64 test shows
-    the function is the same; real heads have 8 or more channels (xLSTM-7B: 256 and 512)."""
-    case = {"d_model": 16, "n_heads": 4, "qk_dim_factor": 0.25, "v_dim_factor": 0.5, "gate_soft_cap": 15.0,
-            "chunk_size": 2, "weight_mode": "single", "batch": 1, "length": 8, "initial_state": False, "seed": 2341}
-    test_mlstm_in_fp32_is_as_close_to_the_fp64_layer_as_xlstm_in_fp32.hypothesis.inner_test(case=case)
 
 
 # Initialisation against xLSTMPreTrainedModel._init_weights (weight_mode "single", xLSTM-7B's; the
