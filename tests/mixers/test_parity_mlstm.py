@@ -1,8 +1,8 @@
 """layerzoo's `mlstm` mixer equals transformers' xLSTM mLSTM layer (xLSTMLayer, xLSTM-7B's layout),
 weights copied through the mappings of tests/helpers/hf_mlstm.py (written out in docs/parity.md):
 outputs, final states (C, n in one stabiliser's frame: the true state up to a common factor) and
-the gradients of the input and every mapped parameter, from an empty or a carried initial state,
-in fp64 and at fp32 tolerance.
+the gradients of the input and every mapped parameter, from an empty or a carried initial state:
+in fp64 at fp64 tolerance, and in fp32 against the fp64 result (see that test).
 
 transformers runs its native PyTorch kernels (no `xlstm` package, fp32: see the helper), chunkwise
 over whole chunks and the step loop over the rest, so both of its paths are compared.
