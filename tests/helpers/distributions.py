@@ -7,13 +7,7 @@ import math
 
 import torch
 
-
-def kolmogorov_smirnov(a: torch.Tensor, b: torch.Tensor) -> float:
-    """The two-sample statistic: the largest gap between the empirical CDFs of a and b."""
-    a, b = a.flatten().double().sort().values, b.flatten().double().sort().values
-    points = torch.cat([a, b])
-    gap = torch.searchsorted(a, points, right=True) / len(a) - torch.searchsorted(b, points, right=True) / len(b)
-    return float(gap.abs().max())
+from .ks import two_sample_statistic as kolmogorov_smirnov
 
 
 def ks_critical_value(n: int, m: int) -> float:

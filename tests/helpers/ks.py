@@ -24,24 +24,32 @@ def _p_value(statistic: float, effective_n: float) -> float:
     return min(1.0, max(0.0, 2 * sum((-1) ** (k - 1) * math.exp(-2 * k * k * lam * lam) for k in range(1, 101))))
 
 
-def ks_one_sample(sample: torch.Tensor, cdf: Callable[[torch.Tensor], torch.Tensor]) -> float:
-    """p-value of the sample (any shape) against a distribution's cdf (fp64 in, fp64 out)."""
+def one_sample_statistic(sample: torch.Tensor, cdf: Callable[[torch.Tensor], torch.Tensor]) -> float:
+    """sup |empirical CDF - cdf| of the flattened sample (cdf: fp64 in, fp64 out)."""
     x = sample.detach().double().flatten().sort().values
     n = x.numel()
     f = cdf(x)
     ranks = torch.arange(n + 1, dtype=torch.float64) / n
-    statistic = torch.maximum(ranks[1:] - f, f - ranks[:-1]).max().item()
-    return _p_value(statistic, n)
+    return torch.maximum(ranks[1:] - f, f - ranks[:-1]).max().item()
 
 
-def ks_two_sample(a: torch.Tensor, b: torch.Tensor) -> float:
-    """p-value of two samples (any shapes) being drawn from one distribution."""
+def two_sample_statistic(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The largest gap between the empirical CDFs of two flattened samples."""
     a, b = a.detach().double().flatten().sort().values, b.detach().double().flatten().sort().values
     both = torch.cat((a, b))
     fa = torch.searchsorted(a, both, right=True) / a.numel()
     fb = torch.searchsorted(b, both, right=True) / b.numel()
-    statistic = (fa - fb).abs().max().item()
-    return _p_value(statistic, a.numel() * b.numel() / (a.numel() + b.numel()))
+    return (fa - fb).abs().max().item()
+
+
+def ks_one_sample(sample: torch.Tensor, cdf: Callable[[torch.Tensor], torch.Tensor]) -> float:
+    """p-value of the sample (any shape) against a distribution's cdf (fp64 in, fp64 out)."""
+    return _p_value(one_sample_statistic(sample, cdf), sample.numel())
+
+
+def ks_two_sample(a: torch.Tensor, b: torch.Tensor) -> float:
+    """p-value of two samples (any shapes) being drawn from one distribution."""
+    return _p_value(two_sample_statistic(a, b), a.numel() * b.numel() / (a.numel() + b.numel()))
 
 
 def uniform(low: float, high: float) -> Callable[[torch.Tensor], torch.Tensor]:
