@@ -70,7 +70,8 @@ def launch_config(dtype: torch.dtype, key_dim: int, value_dim: int, L: int,
       chunk_grads: BK = 64 per program, looping over Dv in tiles of BV = 32, 8 warps
     The per-chunk kernels hold several (L, L) and (L, BK) fp32 tiles, hence 8 warps once those are
     (64, 64). fp64 halves the widths to stay within shared memory, and so does fp32 before sm_90,
-    whose tf32x3 products (three per operand pair) spill tens of kilobytes there at full width.
+    whose tf32x3 products (three per operand pair) spill tens of kilobytes there at full width;
+    there chunk_grads' Dv loop takes 16 columns in every dtype.
     block_k / block_v replace every Dk / Dv width (tests use 16 to exercise the tiling).
     """
     common = {"Dk": key_dim, "Dv": value_dim, "L": L, **kernel_dtypes(dtype)}
@@ -78,7 +79,9 @@ def launch_config(dtype: torch.dtype, key_dim: int, value_dim: int, L: int,
     halved = dtype == torch.float64 or (dtype == torch.float32 and capability < 9)
     cap = (lambda width: max(16, width // 2)) if halved else (lambda width: width)
     state_k, state_v = tile_width(key_dim, cap(64), block_k), tile_width(value_dim, cap(64), block_v)
-    loop_k, loop_v = tile_width(key_dim, cap(128), block_k), tile_width(value_dim, cap(32), block_v)
+    # before sm_90 chunk_grads loops over Dv 16 columns at a time: at 32, 16-bit builds spill up to 9 KB there
+    value_loop = 32 if capability >= 9 else 16
+    loop_k, loop_v = tile_width(key_dim, cap(128), block_k), tile_width(value_dim, cap(value_loop), block_v)
     warps = 8 if L * max(state_k, state_v) >= 64 * 64 else 4
     return {
         "states": {**common, "BK": state_k, "BV": state_v, "num_warps": 4},
