@@ -23,6 +23,8 @@ from torch import nn
 from layerzoo.mixers import Mamba2
 from layerzoo.mixers.mamba2 import Mamba2State
 
+from .hf_torch_path import pure_pytorch
+
 # layerzoo name -> transformers name. The names are mamba_ssm's on both sides; the only layout
 # difference is the depthwise convolution's weight: layerzoo's ShortConvolution holds
 # (channels, width), transformers' nn.Conv1d (channels, 1, width). Everything else has one shape on
@@ -68,20 +70,9 @@ def unsupported_layout() -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def torch_path() -> Iterator[None]:
+def torch_path() -> contextlib.AbstractContextManager:
     """Within it, transformers' Mamba2Mixer runs its PyTorch functions, never a CUDA kernel."""
-    module = modeling()
-    saved = {name: getattr(module, name) for name in KERNEL_NAMES}
-    try:
-        for name, function in saved.items():
-            body = getattr(function, "__wrapped__", function)
-            assert body.__module__ == module.__name__, f"{name}: {body.__module__}"
-            setattr(module, name, body)
-        yield
-    finally:
-        for name, function in saved.items():
-            setattr(module, name, function)
+    return pure_pytorch(modeling(), KERNEL_NAMES)
 
 
 def config_of(mixer: Mamba2, chunk_size: int | None = None, n_layers: int = 1):

@@ -23,6 +23,8 @@ from transformers.models.qwen3_next.configuration_qwen3_next import Qwen3NextCon
 
 from layerzoo.mixers import GatedDeltaNet
 
+from .hf_torch_path import pure_pytorch
+
 # layerzoo's parameter -> where Qwen3NextGatedDeltaNet holds it (the module docstring has the layouts).
 QWEN3_NEXT_NAMES = {
     "q_proj.weight": "in_proj_qkvz.weight",
@@ -48,20 +50,10 @@ TORCH_PATH = ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule"
               "causal_conv1d_update")
 
 
-@contextlib.contextmanager
-def torch_path():
+def torch_path() -> contextlib.AbstractContextManager:
     """Qwen3-Next's Gated DeltaNet on its PyTorch functions (fla's kernels and causal-conv1d's
     bypassed) while inside."""
-    saved = {name: getattr(qwen, name) for name in TORCH_PATH}
-    try:
-        for name, fn in saved.items():
-            pure = getattr(fn, "__wrapped__", fn)
-            assert pure.__module__ == qwen.__name__, f"{name} unwraps to {pure.__module__}.{pure.__name__}"
-            setattr(qwen, name, pure)
-        yield
-    finally:
-        for name, fn in saved.items():
-            setattr(qwen, name, fn)
+    return pure_pytorch(qwen, TORCH_PATH)
 
 
 def qwen3_next_config(mixer: GatedDeltaNet) -> Qwen3NextConfig:
