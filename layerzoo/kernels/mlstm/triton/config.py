@@ -79,7 +79,7 @@ def launch_config(dtype: torch.dtype, key_dim: int, value_dim: int, L: int,
     halved = dtype == torch.float64 or (dtype == torch.float32 and capability < 9)
     cap = (lambda width: max(16, width // 2)) if halved else (lambda width: width)
     state_k, state_v = tile_width(key_dim, cap(64), block_k), tile_width(value_dim, cap(64), block_v)
-    # before sm_90 chunk_grads loops over Dv 16 columns at a time: at 32, 16-bit builds spill up to 9 KB there
+    # before sm_90 chunk_grads loops over Dv 16 columns at a time: wider, its 16-bit builds spill there
     value_loop = 32 if capability >= 9 else 16
     loop_k, loop_v = tile_width(key_dim, cap(128), block_k), tile_width(value_dim, cap(value_loop), block_v)
     warps = 8 if L * max(state_k, state_v) >= 64 * 64 else 4
