@@ -12,6 +12,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ..blocks.norms import RMSNorm
 from ..blocks.packing import Packing, check_packed
+from ..blocks.projections import projection_init
 from ..blocks.residual import Block
 from ..registry import get_mixer
 from ..specs import ModelConfig, Spec
@@ -42,10 +43,11 @@ class CausalLM(nn.Module):
         super().__init__()
         self.config = config
         self.embedding = nn.Embedding(config.vocab_size, config.d_model)
-        self.blocks = nn.ModuleList(
-            Block(config.d_model, get_mixer(layer.type).cls(config.d_model, **layer.options), layer.ffn_hidden, config.norm_eps)
-            for layer in config.layers
-        )
+        with projection_init(config.projection_init, config.init_std):
+            self.blocks = nn.ModuleList(
+                Block(config.d_model, get_mixer(layer.type).cls(config.d_model, **layer.options), layer.ffn_hidden, config.norm_eps)
+                for layer in config.layers
+            )
         self.final_norm = RMSNorm(config.d_model, config.norm_eps)
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:

@@ -19,7 +19,6 @@ from the inputs, and a call with a state runs "torch" instead.
 from __future__ import annotations
 
 import functools
-import math
 
 import torch
 import torch.nn.functional as F
@@ -28,6 +27,7 @@ from torch import nn
 from ..errors import unknown_name_message
 from ..kernels.common.backends import installed
 from ..kernels.common.checks import check_cu_seqlens
+from .projections import current_projection_init
 from ..kernels.common.sequences import without_empty_sequences
 
 CONV_BACKENDS = ("torch", "fla", "causal_conv1d")
@@ -180,6 +180,7 @@ class ShortConvolution(nn.Module):
     after another, and the states hold a row per sequence (N, width - 1, channels); each sequence
     is convolved as if alone, from its own state row (a sequence shorter than width - 1 keeps the
     older part of that row in its final state, zeros from the empty state).
+    Weights are drawn by the projection rule in force at construction (blocks/projections.py).
     """
 
     def __init__(self, channels: int, width: int = 4, activation: str | None = "silu", bias: bool = False,
@@ -190,16 +191,13 @@ class ShortConvolution(nn.Module):
         if activation not in ACTIVATIONS:
             raise ValueError(f"ShortConvolution: activation must be one of {ACTIVATIONS}, got {activation!r}")
         self.channels, self.width, self.activation, self.backend = channels, width, activation, backend
+        self.init = current_projection_init()
         self.weight = nn.Parameter(torch.empty(channels, width))
         self.bias = nn.Parameter(torch.empty(channels)) if bias else None
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        # nn.Conv1d's default for a depthwise kernel: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = width.
-        bound = 1 / math.sqrt(self.width)
-        nn.init.uniform_(self.weight, -bound, bound)
-        if self.bias is not None:
-            nn.init.uniform_(self.bias, -bound, bound)
+        self.init.draw(self.weight, self.bias, fan_in=self.width)  # a depthwise kernel's fan-in
 
     def init_state(self, batch_size: int, dtype: torch.dtype | None = None) -> torch.Tensor:
         """Zeros (B, width - 1, channels): the state at the start of a sequence."""

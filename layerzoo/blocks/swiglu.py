@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .projections import Linear
+
 
 def ffn_hidden_size(d_model: int, mult: float = 8 / 3, multiple_of: int = 64) -> int:
     """Hidden width round_up(mult * d_model, multiple_of), the xLSTM-7B / Llama rule."""
@@ -17,8 +19,8 @@ class SwiGLU(nn.Module):
 
     def __init__(self, d_model: int, hidden: int):
         super().__init__()
-        self.gate_up = nn.Linear(d_model, 2 * hidden, bias=False)  # one matmul for both halves
-        self.down = nn.Linear(hidden, d_model, bias=False)
+        self.gate_up = Linear(d_model, 2 * hidden, bias=False)  # one matmul for both halves
+        self.down = Linear(hidden, d_model, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up(x).chunk(2, dim=-1)

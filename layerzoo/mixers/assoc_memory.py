@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..blocks.projections import Linear
 from ..errors import OptionError
 from ..kernels.assoc_memory import BACKENDS, NU, Memory, associative_read, associative_update, empty_memory
 from ..options import option
@@ -89,10 +90,10 @@ class AssociativeMemory(Mixer):
         self.n_heads = config.n_heads
         self.normalize = config.normalize
         self.backend = config.backend
-        self.query = nn.Linear(d_model, config.d_mem, bias=False)
-        self.key = nn.Linear(d_model, config.d_mem, bias=False)
-        self.value = nn.Linear(d_model, d_model, bias=False)
-        self.beta = nn.Linear(d_model, config.n_heads)
+        self.query = Linear(d_model, config.d_mem, bias=False)
+        self.key = Linear(d_model, config.d_mem, bias=False)
+        self.value = Linear(d_model, d_model, bias=False)
+        self.beta = Linear(d_model, config.n_heads)
         self.zero_init_values = config.zero_init_values
         self.reset_parameters()
 

@@ -14,6 +14,7 @@ from ..blocks.norms import RMSNorm
 from ..blocks.packing import (
     concat_sequences, last_of_rows, lengths_of, offsets_of, positions_in_sequences, right_aligned,
 )
+from ..blocks.projections import Linear
 from ..blocks.rotary import Rotary
 from ..errors import OptionError
 from ..kernels import sliding_window_attention
@@ -96,13 +97,13 @@ class CausalAttention(Mixer):
         self.window = getattr(config, "window", None)
         self.backend = config.backend
         kv_width = self.n_kv_heads * self.head_dim
-        self.q_proj = nn.Linear(d_model, d_model, bias=False)
-        self.kv_proj = nn.Linear(d_model, 2 * kv_width, bias=False)
-        self.out_proj = nn.Linear(d_model, d_model, bias=False)
+        self.q_proj = Linear(d_model, d_model, bias=False)
+        self.kv_proj = Linear(d_model, 2 * kv_width, bias=False)
+        self.out_proj = Linear(d_model, d_model, bias=False)
         self.rotary = Rotary(self.head_dim, config.rope_theta)
         self.q_norm = RMSNorm(self.head_dim) if config.qk_norm else None
         self.k_norm = RMSNorm(self.head_dim) if config.qk_norm else None
-        self.gate_proj = nn.Linear(d_model, d_model, bias=False) if config.output_gate else None
+        self.gate_proj = Linear(d_model, d_model, bias=False) if config.output_gate else None
         self.sink_logits = nn.Parameter(torch.empty(config.n_heads)) if config.sinks else None
         self.reset_parameters()
 

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..blocks.norms import RMSNorm
+from ..blocks.projections import Linear
 from ..blocks.short_conv import ShortConvolution
 from ..errors import OptionError
 from ..kernels.common.dtypes import upcast
@@ -96,9 +97,9 @@ class DeltaRuleLayer(Mixer):
         self.head_v_dim = round(self.head_dim * config.expand_v)
         self.conv_size, self.chunk_size, self.backend = config.conv_size, config.chunk_size, config.backend
         key_width, value_width = self.n_heads * self.head_dim, self.n_heads * self.head_v_dim
-        self.q_proj = nn.Linear(self.d_model, key_width, bias=False)
-        self.k_proj = nn.Linear(self.d_model, key_width, bias=False)
-        self.v_proj = nn.Linear(self.d_model, value_width, bias=False)
+        self.q_proj = Linear(self.d_model, key_width, bias=False)
+        self.k_proj = Linear(self.d_model, key_width, bias=False)
+        self.v_proj = Linear(self.d_model, value_width, bias=False)
         return key_width, value_width
 
     def read_inputs(self, x: torch.Tensor, state: GatedDeltaNetState | None, cu_seqlens: torch.Tensor | None):
@@ -150,10 +151,10 @@ class GatedDeltaNet(DeltaRuleLayer):
         super().__init__(d_model, **options)
         key_width, value_width = self.build_inputs()
         n_heads, config = self.n_heads, self.options
-        self.a_proj = nn.Linear(d_model, n_heads, bias=False)
-        self.b_proj = nn.Linear(d_model, n_heads, bias=False)
-        self.g_proj = nn.Linear(d_model, value_width, bias=False)
-        self.o_proj = nn.Linear(value_width, d_model, bias=False)
+        self.a_proj = Linear(d_model, n_heads, bias=False)
+        self.b_proj = Linear(d_model, n_heads, bias=False)
+        self.g_proj = Linear(d_model, value_width, bias=False)
+        self.o_proj = Linear(value_width, d_model, bias=False)
         convs = [ShortConvolution(width, config.conv_size) if config.use_short_conv else None
                  for width in (key_width, key_width, value_width)]
         self.q_conv1d, self.k_conv1d, self.v_conv1d = convs

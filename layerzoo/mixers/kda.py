@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..blocks.norms import RMSNorm
+from ..blocks.projections import Linear
 from ..blocks.short_conv import ShortConvolution
 from ..kernels.common.dtypes import upcast
 from ..kernels.kda import BACKENDS, kda
@@ -58,15 +59,15 @@ class KimiDeltaAttention(DeltaRuleLayer):
         n_heads, config = self.n_heads, self.options
         self.q_conv1d, self.k_conv1d, self.v_conv1d = (ShortConvolution(width, config.conv_size) if config.use_short_conv
                                                        else None for width in (key_width, key_width, value_width))
-        self.f_proj = nn.Sequential(nn.Linear(d_model, self.head_v_dim, bias=False),
-                                    nn.Linear(self.head_v_dim, key_width, bias=False))
-        self.b_proj = nn.Linear(d_model, n_heads, bias=False)
+        self.f_proj = nn.Sequential(Linear(d_model, self.head_v_dim, bias=False),
+                                    Linear(self.head_v_dim, key_width, bias=False))
+        self.b_proj = Linear(d_model, n_heads, bias=False)
         self.A_log = nn.Parameter(torch.empty(n_heads))
         self.dt_bias = nn.Parameter(torch.empty(key_width))
-        self.g_proj = nn.Sequential(nn.Linear(d_model, self.head_v_dim, bias=False),
-                                    nn.Linear(self.head_v_dim, value_width, bias=True))
+        self.g_proj = nn.Sequential(Linear(d_model, self.head_v_dim, bias=False),
+                                    Linear(self.head_v_dim, value_width, bias=True))
         self.o_norm = RMSNorm(self.head_v_dim, eps=config.norm_eps)
-        self.o_proj = nn.Linear(value_width, d_model, bias=False)
+        self.o_proj = Linear(value_width, d_model, bias=False)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

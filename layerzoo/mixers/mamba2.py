@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..blocks.norms import RMSNorm
+from ..blocks.projections import Linear
 from ..blocks.short_conv import ShortConvolution
 from ..errors import OptionError
 from ..kernels.common.dtypes import upcast
@@ -98,13 +99,13 @@ class Mamba2(Mixer):
         self.conv_size, self.dt_min, self.dt_max = config.conv_size, config.dt_min, config.dt_max
         self.chunk_size, self.backend = config.chunk_size, config.backend
         self.conv_dim = self.d_inner + 2 * self.n_groups * self.d_state
-        self.in_proj = nn.Linear(d_model, self.d_inner + self.conv_dim + self.n_heads, bias=False)
+        self.in_proj = Linear(d_model, self.d_inner + self.conv_dim + self.n_heads, bias=False)
         self.conv1d = ShortConvolution(self.conv_dim, self.conv_size, bias=True)
         self.A_log = nn.Parameter(torch.empty(self.n_heads))
         self.dt_bias = nn.Parameter(torch.empty(self.n_heads))
         self.D = nn.Parameter(torch.empty(self.n_heads))
         self.norm = RMSNorm(self.d_inner, eps=config.norm_eps, groups=self.n_groups)
-        self.out_proj = nn.Linear(self.d_inner, d_model, bias=False)
+        self.out_proj = Linear(self.d_inner, d_model, bias=False)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

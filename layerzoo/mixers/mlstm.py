@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..blocks.projections import Linear
 from ..errors import OptionError
 from ..kernels.common.dtypes import compute_dtype, upcast
 from ..kernels.mlstm import BACKENDS, MLSTMState, mlstm
@@ -70,10 +71,10 @@ class MLSTM(Mixer):
         self.backend = config.backend
         self.norm_eps = config.norm_eps
         self.widths = [qk_width, qk_width, v_width, v_width]  # q, k, v, output gate
-        self.in_proj = nn.Linear(d_model, sum(self.widths), bias=False)
-        self.gate_proj = nn.Linear(d_model, 2 * n_heads)  # input, forget gate pre-activations
+        self.in_proj = Linear(d_model, sum(self.widths), bias=False)
+        self.gate_proj = Linear(d_model, 2 * n_heads)  # input, forget gate pre-activations
         self.norm_weight = nn.Parameter(torch.empty(n_heads, self.value_dim))
-        self.out_proj = nn.Linear(v_width, d_model, bias=False)
+        self.out_proj = Linear(v_width, d_model, bias=False)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -48,6 +48,7 @@ class ModelConfig:
     norm_eps: float
     tie_embeddings: bool
     init_std: float
+    projection_init: str
     logit_softcap: float | None
 
     @property
@@ -74,6 +75,7 @@ class ModelConfig:
             "norm": {"eps": self.norm_eps},
             "tie_embeddings": self.tie_embeddings,
             "init_std": self.init_std,
+            "projection_init": self.projection_init,
             "logit_softcap": self.logit_softcap,
         }
         if overrides:

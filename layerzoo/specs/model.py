@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..blocks.projections import PROJECTION_INITS
 from ..blocks.swiglu import ffn_hidden_size
 from ..errors import OptionError, SpecError, did_you_mean, unknown_name_message
 from ..options import Section, convert, option
@@ -65,7 +66,10 @@ class ModelSection(Section):
     ffn: FFNSection | bool = option(factory=FFNSection)
     norm: NormSection = option(factory=NormSection)
     tie_embeddings: bool = True
-    init_std: float = option(0.02, above=0.0)
+    init_std: float = option(0.02, above=0.0, help="std of the embedding (and an untied head), and of `normal` projections")
+    projection_init: str = option("uniform", choices=PROJECTION_INITS,
+                                  help="projection and short-convolution weights: uniform, PyTorch's U(±1/sqrt(fan_in)); "
+                                       "normal, N(0, init_std) with zero biases (transformers' and fla's models)")
     logit_softcap: float | None = option(None, above=0.0)
     overrides: dict = option(factory=dict)
 
@@ -92,6 +96,7 @@ def read_model(mapping: Any, locations: Locations) -> ModelConfig:
         norm_eps=section.norm.eps,
         tie_embeddings=section.tie_embeddings,
         init_std=section.init_std,
+        projection_init=section.projection_init,
         logit_softcap=section.logit_softcap,
     )
 

@@ -43,6 +43,12 @@ def test_a_meta_build_initialised_equals_a_normal_build(name):
     assert (base.head.weight is base.embedding.weight) == base.config.tie_embeddings
 
 
+@pytest.mark.parametrize("name", ["gdn-hybrid-tiny", "kda-hybrid-tiny", "mamba2-hybrid-tiny", "swax-tiny"])
+def test_a_meta_build_initialised_equals_a_normal_build_under_the_normal_projection_rule(name):
+    overrides = ["model.projection_init=normal"]
+    assert_same_tensors(*build_both(lambda device: layerzoo.build(name, overrides, device=device)))
+
+
 @pytest.mark.parametrize("name", layerzoo.list_mixers())
 def test_every_mixer_reinitialises_as_it_was_constructed(name):
     entry = get_mixer(name)
