@@ -21,6 +21,11 @@ Arms (--arm, comma-separated for several):
   dt1-n002all / fla-dt-n002all  the dt arm, and every Linear / short conv of the model N(0, 0.02)
              (the counterpart *model's* init: Qwen3-Next / fla; the head and embedding included)
   n002all    every Linear / short conv of the model N(0, 0.02) only (e.g. for the Mamba-2 control)
+  n002rest   every Linear / short conv N(0, 0.02) except the delta-rule mixers' (the other half of n002)
+  n002out    only each block's output projections N(0, 0.02): the mixers' o_proj / out_proj and the
+             FFN's down (the residual branches start small, their inputs' projections stay as built)
+The n002 arms zero the biases they touch, then run each mixer's own reset_parameters() again, so
+the decay, time-step and gate tensors the library sets (mLSTM's gate projection too) stay its own.
   o3         the delta-rule mixers' o_proj weights x3 (their output RMS at init near Mamba-2's)
 
 The learning-rate schedule is the study's 300-step one (--lr-total 300) even when --steps is
@@ -29,7 +34,8 @@ smaller, so that the first steps are the study's first steps.
 Run (from the repository root, the text extra installed):
   OMP_NUM_THREADS=1 python docs/studies/plateau_probe.py docs/studies/text-kda-hybrid-tiny.yaml \
       --arm base,fla-dt --steps 150 --out /tmp/plateau-runs
-then `python docs/studies/plateau_probe.py --table /tmp/plateau-runs/*` for the loss table.
+then `python docs/studies/plateau_probe.py --table /tmp/plateau-runs/*` for the loss table,
+`--summary` over seeds, `--account RUN.probe.jsonl ...` for gradients and the residual stream.
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ def reinit(model: nn.Module, arm: str) -> None:
     parts = {"base": set(), "fla-dt": {"fla-dt"}, "dt1": {"dt1"}, "dt1-n002": {"dt1", "n002"},
              "n002": {"n002"}, "fla-dt-n002": {"fla-dt", "n002"},
              "o3": {"o3"}, "dt1-n002all": {"dt1", "n002all"}, "fla-dt-n002all": {"fla-dt", "n002all"},
-             "n002all": {"n002all"}}[arm]
+             "n002all": {"n002all"}, "n002rest": {"n002rest"}, "n002out": {"n002out"}}[arm]
     touched = 0
     with torch.no_grad():
         for module in model.modules():
@@ -77,12 +83,26 @@ def reinit(model: nn.Module, arm: str) -> None:
             if isinstance(module, (KimiDeltaAttention, GatedDeltaNet)) and "o3" in parts:
                 module.o_proj.weight.mul_(3.0)
                 touched += 1
-        if "n002all" in parts:  # every projection and convolution of the model, as HF / fla models init
+        if parts & {"n002all", "n002rest"}:  # as HF / fla models init every projection and convolution
+            delta_rule = (KimiDeltaAttention, GatedDeltaNet)
+            spared = {id(sub) for m in model.modules() if "n002rest" in parts and isinstance(m, delta_rule)
+                      for sub in m.modules()}
             for sub in model.modules():
+                if id(sub) in spared:
+                    continue
                 if isinstance(sub, nn.Linear) or (type(sub).__name__ == "ShortConvolution"):
                     nn.init.normal_(sub.weight, std=0.02)
                     if getattr(sub, "bias", None) is not None:
                         nn.init.zeros_(sub.bias)
+                    touched += 1
+            for block in model.blocks:  # the mixers' own decay / gate tensors back
+                if id(block.mixer) not in spared:
+                    block.mixer.reset_parameters()
+        if "n002out" in parts:
+            for block in model.blocks:
+                outputs = [getattr(block.mixer, name) for name in ("o_proj", "out_proj") if hasattr(block.mixer, name)]
+                for linear in outputs + ([block.ffn.down] if getattr(block, "ffn", None) is not None else []):
+                    nn.init.normal_(linear.weight, std=0.02)
                     touched += 1
     if arm != "base" and not touched:
         raise SystemExit(f"arm {arm} touched no mixer of this model")
@@ -190,20 +210,58 @@ def run(spec_path: str, arm: str, steps: int, out: Path, lr_total: int, extra: l
         probe.close()
 
 
+def losses(folder: Path) -> dict[int, float]:
+    path = folder / "metrics.jsonl"
+    return {r["step"]: r["loss"] for r in map(json.loads, path.open()) if "loss" in r} if path.exists() else {}
+
+
+def plateau_exit(loss: dict[int, float]) -> int | None:
+    """The first step whose 10-step mean loss is below 5.5, half a nat under the unigram solution."""
+    return next((s for s in sorted(loss) if s >= 10 and sum(loss.get(t, 9) for t in range(s - 9, s + 1)) / 10 < 5.5), None)
+
+
 def table(dirs: list[str]) -> None:
+    """One row per run: the loss at marked steps and the plateau exit."""
     marks = [1, 10, 20, 30, 40, 50, 60, 75, 100, 120, 150]
-    print("| arm | " + " | ".join(str(m) for m in marks) + " | first step < 5.5 | first step < 5.5 (10-step mean) |")
-    print("|---|" + "---:|" * (len(marks) + 2))
-    for folder in dirs:
-        path = Path(folder) / "metrics.jsonl"
-        if not path.exists():
-            continue
-        loss = {r["step"]: r["loss"] for r in map(json.loads, path.open()) if "loss" in r}
-        below = next((s for s in sorted(loss) if loss[s] < 5.5), None)
-        smooth = next((s for s in sorted(loss) if s >= 10 and
-                       sum(loss.get(t, 9) for t in range(s - 9, s + 1)) / 10 < 5.5), None)
-        cells = [f"{loss[m]:.3f}" if m in loss else "" for m in marks]
-        print(f"| {Path(folder).name} | " + " | ".join(cells) + f" | {below} | {smooth} |")
+    print("| run | " + " | ".join(str(m) for m in marks) + " | first step < 5.5 (10-step mean) |")
+    print("|---|" + "---:|" * (len(marks) + 1))
+    for folder in map(Path, dirs):
+        loss = losses(folder)
+        if loss:
+            cells = [f"{loss[m]:.3f}" if m in loss else "" for m in marks]
+            print(f"| {folder.name} | " + " | ".join(cells) + f" | {plateau_exit(loss)} |")
+
+
+def summary(dirs: list[str]) -> None:
+    """One row per layout and arm, over its seeds (run folders named <spec>-<arm>[-variant]-seed<N>):
+    the plateau exit per seed and the mean [min, max] loss at step 150 (10-step mean)."""
+    groups: dict[str, list[dict[int, float]]] = {}
+    for folder in map(Path, sorted(dirs)):
+        loss = losses(folder)
+        if loss and max(loss) >= 150 and "-seed" in folder.name:
+            groups.setdefault(folder.name.rsplit("-seed", 1)[0], []).append(loss)
+    print("| layout, arm | seeds | first step < 5.5 (10-step mean), per seed | loss at 150 (10-step mean) |")
+    print("|---|---:|---|---|")
+    for name, runs in groups.items():
+        ends = [sum(run[t] for t in range(141, 151)) / 10 for run in runs]
+        exits = ", ".join(str(plateau_exit(run)) for run in runs)
+        print(f"| {name} | {len(runs)} | {exits} | {sum(ends) / len(ends):.3f} [{min(ends):.3f}, {max(ends):.3f}] |")
+
+
+def account(probes: list[str]) -> None:
+    """Per run, at the check steps: the total gradient norm, the embedding's, the residual stream's
+    RMS before the final norm and the fraction of it common to every token (token-constant)."""
+    steps = (1, 10, 20, 30, 50, 100, 150)
+    print("| run | quantity | " + " | ".join(f"step {s}" for s in steps) + " |")
+    print("|---|---|" + "---:|" * len(steps))
+    for path in map(Path, probes):
+        records = {r["step"]: r for r in map(json.loads, path.open())}
+        rows = {"gradient norm": lambda r: r["grad_norm"], "embedding gradient": lambda r: r["grads"]["embedding"],
+                "residual RMS": lambda r: r["acts"]["residual"]["rms"],
+                "token-constant part": lambda r: r["acts"]["residual"]["const_rms"] / r["acts"]["residual"]["rms"]}
+        for label, value in rows.items():
+            cells = [f"{value(records[s]):.3f}" if s in records and "acts" in records[s] else "" for s in steps]
+            print(f"| {path.name.removesuffix('.probe.jsonl')} | {label} | " + " | ".join(cells) + " |")
 
 
 def main(argv: list[str]) -> None:
@@ -215,10 +273,13 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--out", type=Path, default=Path("/tmp/plateau-runs"))
     parser.add_argument("--set", action="append", default=[], dest="extra")
     parser.add_argument("--suffix", default="", help="appended to the run folder's name (e.g. -seed1)")
-    parser.add_argument("--table", nargs="+")
+    parser.add_argument("--table", nargs="+", metavar="RUN", help="the loss table of these run folders")
+    parser.add_argument("--summary", nargs="+", metavar="RUN", help="per layout and arm over seeds")
+    parser.add_argument("--account", nargs="+", metavar="PROBE", help="gradients and residual stream of these .probe.jsonl")
     args = parser.parse_args(argv)
-    if args.table:
-        return table(args.table)
+    for mode in ("table", "summary", "account"):
+        if getattr(args, mode):
+            return globals()[mode](getattr(args, mode))
     args.out.mkdir(parents=True, exist_ok=True)
     for arm in args.arm.split(","):
         run(args.spec, arm, args.steps, args.out, args.lr_total, args.extra, args.suffix)
