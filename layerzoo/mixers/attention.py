@@ -203,7 +203,9 @@ class CausalAttention(Mixer):
         return 2 * kept * self.n_kv_heads * self.head_dim + 1  # + the position
 
 
-@register_mixer("attention", test_options={"n_heads": 4, "n_kv_heads": 2})
+# The registry-wide checks run attention with heads of their own width (6: wider than d_model
+# // n_heads at the checks' small widths), q/k/v biases and qk-norm (Qwen2's and Qwen3's layers).
+@register_mixer("attention", test_options={"n_heads": 4, "n_kv_heads": 2, "head_dim": 6, "qkv_bias": True, "qk_norm": True})
 class Attention(CausalAttention):
     """Full causal multi-head attention with grouped KV heads, RoPE, optional qk-norm, gate, sinks.
 
