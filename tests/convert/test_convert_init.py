@@ -148,3 +148,23 @@ def test_swa_with_a_window_covering_the_input_is_the_teacher(window, length, see
     else:  # the first `window` positions see all they would anyway
         assert_close(logits[:, :window], expected[:, :window])
         assert not torch.allclose(logits, expected, rtol=1e-3, atol=1e-3)
+
+
+def test_the_pattern_forms_say_the_same(tmp_path):
+    """Rules (cycled, with placements), a list, `layers` and a YAML spec file for one 4-layer
+    hybrid give one student."""
+    folder = save_teacher(TeacherCase("llama", n_layers=4), tmp_path / "teacher")
+    spec = tmp_path / "hybrid.yaml"
+    spec.write_text("model:\n  d_model: 64\n  mixers:\n    short: {type: swa, window: 3}\n"
+                    "  layers: [short, gated_deltanet, gated_deltanet, attention]\n")
+    short = {"short": {"type": "swa", "window": 3}}
+    forms = [{"mixers": short, "pattern": "short, gated_deltanet*2; attention@-1"},
+             {"mixers": short, "pattern": "gated_deltanet; short@0; attention@3"},
+             {"mixers": short, "pattern": ["short", "gated_deltanet", "gated_deltanet", "attention"]},
+             {"mixers": short, "layers": ["short", "gated_deltanet", "gated_deltanet", "attention"]}, spec]
+    students = [convert(folder, form) for form in forms]
+    layers = [[(layer.type, layer.options) for layer in student.student.config.layers] for student in students]
+    assert all(config == layers[0] for config in layers)
+    assert [kind for kind, _ in layers[0]] == ["swa", "gated_deltanet", "gated_deltanet", "attention"]
+    assert layers[0][0][1]["window"] == 3
+    assert all(student.converted == (0, 1, 2) for student in students)
