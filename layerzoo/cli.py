@@ -1,5 +1,5 @@
 """The `layerzoo` command: list mixers and specs, describe, train and evaluate a spec's model, sweep and compare
-runs, export a model to transformers.
+runs, export a model to transformers, convert a transformer into a hybrid.
 
 Errors a user can fix (a bad spec, option or file) print as one line, without a traceback.
 """
@@ -371,6 +371,18 @@ def add_hf_commands(commands) -> None:
     export = commands.add_parser("export", help="a run's newest checkpoint (and tokenizer) as a transformers folder")
     export.add_argument("run", help="a run folder (its newest usable checkpoint) or a checkpoint folder")
     export.add_argument("out_dir", help="the folder to write (new or empty): config.json, model.safetensors, tokenizer")
+    conversion = commands.add_parser(
+        "convert", help="a pretrained Hugging Face transformer as a hybrid: attention layers replaced by other "
+                        "mixers initialised from their weights", epilog=CONVERT_PATTERNS,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    conversion.add_argument("teacher", metavar="HF_FOLDER", help="a local folder of a Llama (SmolLM2), Mistral, Qwen2 "
+                            "or Qwen3 causal LM (config.json, safetensors; its code is never run), or a layerzoo "
+                            "folder of attention layers")
+    conversion.add_argument("--pattern", required=True, help="a rule or a YAML spec file (below)")
+    conversion.add_argument("--set", dest="options", action="append", default=[], metavar="MIXER.OPTION=VALUE",
+                            help="an option of a pattern's mixer, e.g. --set swa.window=512 (repeatable)")
+    conversion.add_argument("--out", required=True, help="the folder to write (new or empty)")
+    conversion.add_argument("--seed", type=int, default=0, help="seed of what the new mixers initialise themselves")
     # No option prefix that lm_eval's arguments could start with: every one of them is passed on as it is.
     harness = commands.add_parser(
         "lm-eval", prefix_chars="\0", add_help=False,
@@ -380,6 +392,32 @@ def add_hf_commands(commands) -> None:
                     "folder. ARGS are lm_eval's own: `lm_eval --help` lists them.")
     harness.add_argument("arguments", nargs=argparse.REMAINDER, metavar="ARGS")
     harness.set_defaults(parser=harness)
+
+
+CONVERT_PATTERNS = """\
+patterns (which mixer each of the teacher's layers becomes):
+  gated_deltanet*3,attention        names cycled over the layers: a 3:1 hybrid, attention last in each four
+  gated_deltanet; attention@0,-1    every layer gated_deltanet, then attention at layers 0 and -1 (the last)
+  swa                               every layer sliding-window attention (--set swa.window=512)
+  hybrid.yaml                       a spec file's model: section: mixers (name: {type, options}) and pattern
+                                    or layers; d_model, vocab_size and n_layers are the teacher's
+targets: attention (kept), swa, gated_deltanet, mlstm, mamba2, kda. Their head counts and widths
+come from the teacher's attention, whose weights initialise them (docs/convert.md); other options
+keep their defaults unless --set. The output folder holds the student, the teacher's tokenizer
+and conversion.json."""
+
+
+def convert(args: argparse.Namespace) -> int:
+    try:
+        from .convert import convert
+        from .convert.pattern import with_options
+    except ImportError as error:  # transformers is an extra; its absence is one line too
+        raise LayerzooError(str(error)) from None
+    conversion = convert(args.teacher, with_options(args.pattern, args.options), args.out, seed=args.seed)
+    layers = ", ".join(map(str, conversion.converted)) or "none"
+    print(f"converted layers {layers} of {len(conversion.student.blocks)} into {args.out}; load it with "
+          "`import layerzoo.hf` and AutoModelForCausalLM.from_pretrained")
+    return 0
 
 
 def export(args: argparse.Namespace) -> int:
@@ -459,7 +497,7 @@ def build_kernels(kernels, jobs: int | None) -> int:
 
 
 COMMANDS = {"specs": list_specs, "mixers": list_mixers, "describe": describe, "train": train, "eval": evaluate,
-            "tokenizer": tokenizer_command, "plot": plot_runs, "sweep": sweep, "compare": compare, "export": export,
+            "tokenizer": tokenizer_command, "plot": plot_runs, "sweep": sweep, "compare": compare, "export": export, "convert": convert,
             "lm-eval": lm_eval, "kernels": kernels_command}
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ LAYERS = (
     ("",),
     ("testing",),
     ("hf",),  # above the facade: `import layerzoo` never pulls in transformers (layerzoo/hf/__init__.py says why)
+    ("convert",),  # reads Hugging Face folders, writes layerzoo ones through hf
     ("cli", "__main__"),
 )
 

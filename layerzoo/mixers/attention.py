@@ -48,18 +48,24 @@ class KVCache:
 class AttentionOptions(MixerOptions):
     """The options of both attention forms; sliding-window attention adds `window`."""
 
-    n_heads: int = option(8, min=1, help="query heads; head_dim = d_model // n_heads, even (RoPE)")
+    n_heads: int = option(8, min=1, help="query heads")
     n_kv_heads: int | None = option(None, min=1, help="key/value heads, dividing n_heads (grouped-query attention); null: n_heads")
+    head_dim: int | None = option(None, min=2, help="channels per head, even (RoPE); null: d_model // n_heads (Qwen3 sets its own)")
     rope_theta: float = option(10000.0, above=0.0, help="RoPE base")
-    qk_norm: bool = option(False, help="RMSNorm on each head's queries and keys")
+    qkv_bias: bool = option(False, help="biases on the query, key and value projections (Qwen2)")
+    qk_norm: bool = option(False, help="RMSNorm (a weight per channel) on each head's queries and keys, before RoPE (Qwen3)")
+    qk_norm_eps: float = option(1e-6, above=0.0, help="epsilon of the qk-norm RMSNorms")
     output_gate: bool = option(False, help="multiply the heads' output by sigmoid(gate_proj(x)) (Qwen3-Next)")
     sinks: bool = option(False, help="a learned sink logit per head in every softmax denominator (GPT-OSS)")
     backend: str = option("auto", choices=("auto", *ATTENTION_BACKENDS), help="the sliding_window_attention backend")
 
     def check(self, d_model: int) -> None:
-        if d_model % self.n_heads:
-            raise OptionError("n_heads", f"d_model {d_model} is not divisible by n_heads {self.n_heads}")
-        if (d_model // self.n_heads) % 2:
+        if self.head_dim is not None:
+            if self.head_dim % 2:
+                raise OptionError("head_dim", f"head_dim {self.head_dim} must be even for RoPE")
+        elif d_model % self.n_heads:
+            raise OptionError("n_heads", f"d_model {d_model} is not divisible by n_heads {self.n_heads}; set head_dim")
+        elif (d_model // self.n_heads) % 2:
             raise OptionError("n_heads", f"head_dim d_model/n_heads = {d_model // self.n_heads} must be even for RoPE")
         if self.n_kv_heads is not None and self.n_heads % self.n_kv_heads:
             raise OptionError("n_kv_heads", f"n_heads {self.n_heads} is not divisible by n_kv_heads {self.n_kv_heads}")
@@ -82,7 +88,9 @@ class CausalAttention(Mixer):
     sinks: a learned logit per head (`sink_logits`, zero at init) joins every softmax denominator,
     so a query can give its keys less than all of its attention (GPT-OSS).
 
-    Shapes: x (B, T, d_model) -> (B, T, d_model); head_dim = d_model // n_heads.
+    Shapes: x (B, T, d_model) -> (B, T, d_model); head_dim defaults to d_model // n_heads; the
+    heads' width n_heads * head_dim need not be d_model (q_proj (n_heads * head_dim, d_model),
+    out_proj (d_model, n_heads * head_dim)).
     """
 
     packs_sequences = True
@@ -93,17 +101,17 @@ class CausalAttention(Mixer):
         config = self.options
         self.n_heads = config.n_heads
         self.n_kv_heads = config.n_kv_heads or config.n_heads
-        self.head_dim = d_model // config.n_heads
+        self.head_dim = config.head_dim or d_model // config.n_heads
         self.window = getattr(config, "window", None)
         self.backend = config.backend
-        kv_width = self.n_kv_heads * self.head_dim
-        self.q_proj = Linear(d_model, d_model, bias=False)
-        self.kv_proj = Linear(d_model, 2 * kv_width, bias=False)
-        self.out_proj = Linear(d_model, d_model, bias=False)
+        width, kv_width = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+        self.q_proj = Linear(d_model, width, bias=config.qkv_bias)
+        self.kv_proj = Linear(d_model, 2 * kv_width, bias=config.qkv_bias)
+        self.out_proj = Linear(width, d_model, bias=False)
         self.rotary = Rotary(self.head_dim, config.rope_theta)
-        self.q_norm = RMSNorm(self.head_dim) if config.qk_norm else None
-        self.k_norm = RMSNorm(self.head_dim) if config.qk_norm else None
-        self.gate_proj = Linear(d_model, d_model, bias=False) if config.output_gate else None
+        self.q_norm = RMSNorm(self.head_dim, config.qk_norm_eps) if config.qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim, config.qk_norm_eps) if config.qk_norm else None
+        self.gate_proj = Linear(d_model, width, bias=False) if config.output_gate else None
         self.sink_logits = nn.Parameter(torch.empty(config.n_heads)) if config.sinks else None
         self.reset_parameters()
 
@@ -173,7 +181,7 @@ class CausalAttention(Mixer):
 
     def _output(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The layer's output (B, T, d_model) from its input x and the heads' outputs y (B, T, n_heads, head_dim)."""
-        y = y.reshape(x.shape)
+        y = y.flatten(2)
         if self.gate_proj is not None:
             y = y * torch.sigmoid(self.gate_proj(x))
         return self.out_proj(y)
@@ -196,11 +204,13 @@ class CausalAttention(Mixer):
         return 2 * kept * self.n_kv_heads * self.head_dim + 1  # + the position
 
 
-@register_mixer("attention", test_options={"n_heads": 4, "n_kv_heads": 2})
+# The registry-wide checks run attention with heads of their own width (6: wider than d_model
+# // n_heads at the checks' small widths), q/k/v biases and qk-norm (Qwen2's and Qwen3's layers).
+@register_mixer("attention", test_options={"n_heads": 4, "n_kv_heads": 2, "head_dim": 6, "qkv_bias": True, "qk_norm": True})
 class Attention(CausalAttention):
     """Full causal multi-head attention with grouped KV heads, RoPE, optional qk-norm, gate, sinks.
 
-    Shapes: x (B, T, d_model) -> (B, T, d_model); head_dim = d_model // n_heads. The streaming
+    Shapes: x (B, T, d_model) -> (B, T, d_model); head_dim defaults to d_model // n_heads. The streaming
     state is a KVCache of every token seen.
     """
 

@@ -1,7 +1,7 @@
 """transformers' attention layers as counterparts of layerzoo's `attention` and `swa`: Llama's
-(full), Mistral's (the same layer with a sliding window) and Qwen3-Next's gated attention (an
-output gate fused into q_proj, qk-norm storing weight - 1), with the mappings of their parameters
-onto ours.
+(full), Mistral's (the same layer with a sliding window), Qwen2's (q, k, v biases), Qwen3's
+(qk-norm with a plain weight, a head_dim of its own) and Qwen3-Next's gated attention (an output
+gate fused into q_proj, qk-norm storing weight - 1), with the mappings of their parameters onto ours.
 
 All run eager attention (attn_implementation="eager": softmax in fp32 with an additive mask) and
 build their masks and KV caches with transformers' own mask functions and DynamicCache, so the
@@ -14,11 +14,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from transformers import LlamaConfig, MistralConfig, Qwen3NextConfig
+from transformers import LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config, Qwen3NextConfig
 from transformers.cache_utils import DynamicCache
 from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
 from transformers.models.llama.modeling_llama import LlamaAttention, LlamaModel, LlamaRotaryEmbedding
 from transformers.models.mistral.modeling_mistral import MistralAttention, MistralRotaryEmbedding
+from transformers.models.qwen2.modeling_qwen2 import Qwen2Attention, Qwen2RotaryEmbedding
+from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention, Qwen3RotaryEmbedding
 from transformers.models.qwen3_next.modeling_qwen3_next import (
     Qwen3NextAttention, Qwen3NextModel, Qwen3NextRotaryEmbedding,
 )
@@ -26,21 +28,40 @@ from transformers.models.qwen3_next.modeling_qwen3_next import (
 from .parity_mapping import Mapped, Mapping
 
 
-def common(d_model: int, n_heads: int, n_kv_heads: int, theta: float) -> dict:
+def common(d_model: int, n_heads: int, n_kv_heads: int, theta: float, head_dim: int | None = None) -> dict:
     return dict(hidden_size=d_model, num_attention_heads=n_heads, num_key_value_heads=n_kv_heads,
-                head_dim=d_model // n_heads, num_hidden_layers=1, vocab_size=32, intermediate_size=2 * d_model,
-                attn_implementation="eager")
+                head_dim=head_dim or d_model // n_heads, num_hidden_layers=1, vocab_size=32,
+                intermediate_size=2 * d_model, attn_implementation="eager")
 
 
 def llama(d_model: int, n_heads: int, n_kv_heads: int, theta: float = 10000.0, window: int | None = None):
     """(attention layer, rotary embedding, config): Llama's for full attention, Mistral's (Llama's
     layer with `sliding_window`) for a window."""
-    rope = {"rope_type": "default", "rope_theta": theta}
+    rope = default_rope(theta)
     if window is None:
         config = LlamaConfig(**common(d_model, n_heads, n_kv_heads, theta), rope_parameters=rope)
         return LlamaAttention(config, 0), LlamaRotaryEmbedding(config), config
     config = MistralConfig(**common(d_model, n_heads, n_kv_heads, theta), rope_parameters=rope, sliding_window=window)
     return MistralAttention(config, 0), MistralRotaryEmbedding(config), config
+
+
+def qwen2(d_model: int, n_heads: int, n_kv_heads: int, theta: float = 10000.0):
+    """(attention layer, rotary embedding, config) of Qwen2: Llama's with biases on q, k and v."""
+    config = Qwen2Config(**common(d_model, n_heads, n_kv_heads, theta), rope_parameters=default_rope(theta))
+    return Qwen2Attention(config, 0), Qwen2RotaryEmbedding(config), config
+
+
+def qwen3(d_model: int, n_heads: int, n_kv_heads: int, head_dim: int, theta: float = 10000.0, eps: float = 1e-6):
+    """(attention layer, rotary embedding, config) of Qwen3: Llama's with an RMSNorm (plain weight,
+    epsilon rms_norm_eps) on each head's queries and keys before RoPE, and head_dim set apart from
+    hidden_size."""
+    config = Qwen3Config(**common(d_model, n_heads, n_kv_heads, theta, head_dim), rope_parameters=default_rope(theta),
+                         rms_norm_eps=eps)
+    return Qwen3Attention(config, 0), Qwen3RotaryEmbedding(config), config
+
+
+def default_rope(theta: float) -> dict:
+    return {"rope_type": "default", "rope_theta": theta}
 
 
 def qwen3_next_config(d_model: int, n_heads: int, n_kv_heads: int, theta: float = 10000.0,
@@ -86,6 +107,17 @@ LLAMA: Mapping = {
     "q_proj.weight": Mapped(("q_proj.weight",)),
     "kv_proj.weight": Mapped(("k_proj.weight", "v_proj.weight"), note="cat(k_proj, v_proj) on the output dim"),
     "out_proj.weight": Mapped(("o_proj.weight",), note="o_proj"),
+}
+
+
+# Qwen2 adds biases on q, k, v (fused as the weights are); Qwen3 its qk-norms, stored as ours.
+QWEN2: Mapping = LLAMA | {
+    "q_proj.bias": Mapped(("q_proj.bias",)),
+    "kv_proj.bias": Mapped(("k_proj.bias", "v_proj.bias"), note="cat(k_proj.bias, v_proj.bias)"),
+}
+QWEN3: Mapping = LLAMA | {
+    "q_norm.weight": Mapped(("q_norm.weight",)),
+    "k_norm.weight": Mapped(("k_norm.weight",)),
 }
 
 

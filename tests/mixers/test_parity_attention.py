@@ -3,6 +3,7 @@ through the mappings of tests/helpers/hf_attention.py (written out in docs/parit
 
 - plain attention with GQA and RoPE = Llama's LlamaAttention;
 - sliding-window attention = Mistral's (Llama's layer, transformers' sliding-window mask and cache);
+- qkv_bias = Qwen2's attention; qk_norm with qk_norm_eps and a head_dim of its own = Qwen3's;
 - qk-norm and the output gate = Qwen3-Next's gated attention (rotating whole heads:
   partial_rotary_factor 1.0, layerzoo has no partial RoPE).
 
@@ -80,6 +81,22 @@ def test_swa_equals_mistral_sliding_window_attention(case):
     theirs, rotary, config = hf_attention.llama(D_MODEL, case["n_heads"], case["n_kv_heads"], case["theta"],
                                                 window=case["window"])
     check_parity(ours_for(case), theirs, rotary, config, hf_attention.LLAMA, case)
+
+
+@given(case=cases(windowed=False))
+def test_qkv_bias_equals_qwen2_attention(case):
+    theirs, rotary, config = hf_attention.qwen2(D_MODEL, case["n_heads"], case["n_kv_heads"], case["theta"])
+    check_parity(ours_for(case, qkv_bias=True), theirs, rotary, config, hf_attention.QWEN2, case)
+
+
+@given(case=cases(windowed=False), head_dim=st.sampled_from([2, 6, 8, 12]), eps=st.sampled_from([1e-6, 1e-5, 0.1]))
+def test_qk_norm_and_own_head_dim_equal_qwen3_attention(case, head_dim, eps):
+    """head_dim apart from d_model // n_heads (wider or narrower heads than d_model), qk-norm's
+    epsilon that of the model's norms."""
+    theirs, rotary, config = hf_attention.qwen3(D_MODEL, case["n_heads"], case["n_kv_heads"], head_dim,
+                                                case["theta"], eps)
+    ours = ours_for(case, head_dim=head_dim, qk_norm=True, qk_norm_eps=eps)
+    check_parity(ours, theirs, rotary, config, hf_attention.QWEN3, case)
 
 
 @given(case=cases(windowed=False) | cases(windowed=True))

@@ -1,0 +1,190 @@
+"""`convert`: a teacher folder and a pattern -> the teacher and the student as layerzoo CausalLMs.
+
+Everything that can be wrong with the inputs (the folder, its config and tokenizer, the shapes of
+its weights in the safetensors headers, the pattern, the output folder) is checked before any
+weight is allocated; then the teacher is built and loaded, and the student built (seeded, so a
+conversion is reproducible), its unchanged tensors copied from the teacher and its new mixers
+initialised from the attention layers they replace.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from .. import __version__
+from ..assemblies.causal_lm import CausalLM
+from ..hf.config import LayerzooConfig
+from ..hf.export import fill
+from ..hf.model import LayerzooForCausalLM
+from ..specs import LayerConfig, MixerConfig, ModelConfig
+from ..tasks.text.cache import written_whole
+from .errors import ConvertError
+from .folder import TeacherFolder, read_json, tokenizer_files
+from .from_attention import initialise_from_attention
+from .pattern import read_pattern
+from .targets import student_options
+from .teacher import Teacher, read_teacher
+
+RECORD = "conversion.json"
+Pattern = str | Path | Sequence[str] | Mapping[str, Any]
+
+
+@dataclass
+class Conversion:
+    """teacher: the teacher in layerzoo, every layer attention (its logits are the folder's
+    model's); student: the pattern's model, the teacher's tensors where its layers are unchanged,
+    new mixers initialised from attention; converted: indices of the layers whose mixer changed;
+    source: the teacher folder (absolute; its tokenizer files are copied from there);
+    token_ids: the teacher's bos/eos/pad ids, for the saved folder's config."""
+
+    teacher: CausalLM
+    student: CausalLM
+    converted: tuple[int, ...]
+    source: Path
+    token_ids: dict[str, Any] = field(default_factory=dict)
+
+    def save(self, out_dir: str | Path) -> Path:
+        """Write the student as a layerzoo Hugging Face folder (AutoModelForCausalLM loads it after
+        `import layerzoo.hf`) with the teacher's tokenizer files and conversion.json, into
+        `out_dir` (new or empty), whole or not at all; returns out_dir."""
+        out_dir = Path(out_dir)
+        check_out(out_dir)
+        config = LayerzooConfig.from_model_config(self.student.config, **self.token_ids)
+        state = {f"model.{name}": tensor for name, tensor in self.student.state_dict().items()}
+        model = LayerzooForCausalLM.from_pretrained(None, config=config, state_dict=state)
+        tokenizer = tokenizer_files(self.source)
+
+        def write(folder: Path) -> None:
+            model.save_pretrained(folder)
+            for path in tokenizer:
+                (folder / path.name).write_bytes(path.read_bytes())
+            (folder / RECORD).write_text(json.dumps(self.record(), indent=2) + "\n")
+
+        if out_dir.is_dir():
+            fill(out_dir, write)
+        else:
+            written_whole(out_dir, write)
+        return out_dir
+
+    def record(self) -> dict[str, Any]:
+        """conversion.json: the teacher's folder, and what each layer was and became."""
+        layers = [{"index": index, "from": old.type, "to": new.type,
+                   "init": "from_attention" if index in self.converted else "copied"}
+                  for index, (old, new) in enumerate(zip(self.teacher.config.layers, self.student.config.layers))]
+        return {"teacher": str(self.source), "converted_layers": list(self.converted), "layers": layers,
+                "layerzoo_version": __version__}
+
+    @classmethod
+    def load(cls, out_dir: str | Path) -> Conversion:
+        """The student from a folder `save` wrote; the teacher rebuilt from the folder its
+        conversion.json names."""
+        out_dir = Path(out_dir)
+        record = read_json(out_dir / RECORD, f"no {RECORD}: not a folder `layerzoo convert` wrote")
+        if not isinstance(record, dict) or not isinstance(record.get("teacher"), str):
+            raise ConvertError(f"{out_dir / RECORD}: has no teacher folder")
+        student = LayerzooForCausalLM.from_pretrained(out_dir).model
+        folder = TeacherFolder.read(record["teacher"])
+        teacher = read_teacher(folder)
+        check_weights(folder, teacher)
+        return cls(load_teacher(folder, teacher), student, tuple(record.get("converted_layers", ())), folder.path,
+                   teacher.token_ids)
+
+
+def convert(teacher_folder: str | Path, pattern: Pattern, out: str | Path | None = None, *, seed: int = 0) -> Conversion:
+    """Convert the causal LM in `teacher_folder` (a Hugging Face folder of a supported family, or a
+    layerzoo folder of attention layers) by `pattern` (pattern.py: a rule string, a list of mixer
+    names, a spec-like mapping or a YAML file); with `out`, save the student there too.
+    `seed` seeds the student's own initialisation (what from_attention leaves to it)."""
+    folder = TeacherFolder.read(teacher_folder)
+    teacher = read_teacher(folder)
+    student_config, converted = student_model(teacher.model, pattern)
+    check_tokenizer(folder, teacher.model.vocab_size)
+    check_weights(folder, teacher)
+    if out is not None:
+        check_out(Path(out))
+    teacher_model = load_teacher(folder, teacher)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        student = CausalLM(student_config)
+    copy_into_student(student, teacher_model, converted)
+    conversion = Conversion(teacher_model.eval(), student, converted, folder.path, teacher.token_ids)
+    if out is not None:
+        conversion.save(out)
+    return conversion
+
+
+def student_model(teacher: ModelConfig, pattern: Pattern) -> tuple[ModelConfig, tuple[int, ...]]:
+    """The student's ModelConfig (the teacher's but for the layers' mixers) and the converted layers."""
+    plan = read_pattern(pattern, teacher)
+    layers, converted = [], []
+    for index, (name, old) in enumerate(zip(plan.names, teacher.layers)):
+        kind, given = plan.mixers[name]
+        options = student_options(old, kind, given, teacher.d_model, f"pattern: layer {index} ({name})")
+        layers.append(LayerConfig(name, kind, options, old.ffn_hidden))
+        if (kind, options) != (old.type, old.options):
+            converted.append(index)
+    mixers = {}
+    for layer in layers:
+        mixers.setdefault(layer.name, MixerConfig(layer.type, layer.options))
+    config = ModelConfig(d_model=teacher.d_model, vocab_size=teacher.vocab_size, layers=tuple(layers), mixers=mixers,
+                         ffn_hidden=teacher.ffn_hidden, norm_eps=teacher.norm_eps, tie_embeddings=teacher.tie_embeddings,
+                         init_std=teacher.init_std, logit_softcap=teacher.logit_softcap)
+    return config, tuple(converted)
+
+
+def check_tokenizer(folder: TeacherFolder, vocab_size: int) -> None:
+    size = folder.tokenizer_size()
+    if size is not None and size > vocab_size:
+        raise ConvertError(f"{folder.path / 'tokenizer.json'}: its token ids reach {size - 1}, but the model's "
+                           f"vocab_size is {vocab_size}: the tokenizer is not this model's")
+
+
+def check_weights(folder: TeacherFolder, teacher: Teacher) -> None:
+    """ConvertError naming the first tensor the model needs that the folder lacks or holds in
+    another shape (read from the headers: nothing is allocated)."""
+    with torch.device("meta"):
+        expected = {name: tuple(tensor.shape) for name, tensor in CausalLM(teacher.model).state_dict().items()}
+    for ours, theirs in teacher.sources.items():
+        shape = expected[ours]
+        part = (shape[0] // len(theirs), *shape[1:])  # a fused tensor concatenates equal parts on dim 0
+        for name in theirs:
+            if name not in folder.shapes:
+                raise ConvertError(f"{folder.path}: the weight {name} is missing (the config describes a model that has it)")
+            if folder.shapes[name] != part:
+                raise ConvertError(f"{folder.path}: {name} has shape {folder.shapes[name]}, but the model config.json "
+                                   f"describes needs {part}")
+
+
+def check_out(out_dir: Path) -> None:
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise ConvertError(f"{out_dir}: exists and is not an empty folder; convert into a new one")
+
+
+def load_teacher(folder: TeacherFolder, teacher: Teacher) -> CausalLM:
+    """The teacher CausalLM with the folder's tensors (in fp32, whatever they are stored in)."""
+    with torch.random.fork_rng(devices=[]):  # its own init is overwritten: leave the caller's RNG alone
+        model = CausalLM(teacher.model)
+    tensors = folder.tensors({name for names in teacher.sources.values() for name in names})
+    parameters = model.state_dict()
+    with torch.no_grad():
+        for ours, theirs in teacher.sources.items():
+            parameters[ours].copy_(torch.cat([tensors[name] for name in theirs]))
+    return model.eval()
+
+
+def copy_into_student(student: CausalLM, teacher: CausalLM, converted: tuple[int, ...]) -> None:
+    """Every tensor of the student from the teacher, but the converted layers' mixers, which are
+    initialised from the teacher's attention there."""
+    changed = tuple(f"blocks.{index}.mixer." for index in converted)
+    theirs = teacher.state_dict()
+    with torch.no_grad():
+        for name, tensor in student.state_dict().items():
+            if not name.startswith(changed):
+                tensor.copy_(theirs[name])
+    for index in converted:
+        initialise_from_attention(student.blocks[index].mixer, teacher.blocks[index].mixer)

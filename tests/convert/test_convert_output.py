@@ -1,0 +1,99 @@
+"""A conversion saved: a layerzoo Hugging Face folder (AutoModelForCausalLM loads it and generates
+with its constant-size state), the teacher's tokenizer, conversion.json; Conversion.load reads it
+back; `layerzoo convert` writes the same."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+import layerzoo
+import layerzoo.hf  # noqa: F401 - registers the layerzoo model type with the Auto classes
+from layerzoo.cli import main
+from layerzoo.convert import Conversion, convert
+from layerzoo.hf import LayerzooCache
+from layerzoo.testing import assert_close
+
+from tests.helpers.hf_teachers import VOCAB, TeacherCase, save_teacher
+
+HYBRID = "gated_deltanet*3,attention"  # Gated DeltaNet : attention 3:1
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    teacher = save_teacher(TeacherCase("llama", n_layers=4, tied=True), tmp_path_factory.mktemp("teacher"))
+    out = tmp_path_factory.mktemp("converted") / "hybrid"
+    return teacher, out, convert(teacher, HYBRID, out)
+
+
+def test_the_folder_loads_with_auto_model_and_generates_with_its_state(saved):
+    _, out, conversion = saved
+    model = AutoModelForCausalLM.from_pretrained(out).eval()
+    ids = torch.randint(1, VOCAB, (2, 6), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert_close(model(ids).logits, conversion.student(ids))
+        generated = model.generate(ids, max_new_tokens=5, do_sample=False, return_dict_in_generate=True)
+        tokens = generated.sequences
+        assert tokens.shape == (2, 11)
+        cache = generated.cache if hasattr(generated, "cache") else generated.past_key_values
+        assert isinstance(cache, LayerzooCache)
+        greedy = ids  # the same tokens by recomputing the whole sequence at each step, without a state
+        for _ in range(5):
+            greedy = torch.cat((greedy, conversion.student(greedy)[:, -1:].argmax(-1)), dim=1)
+    assert torch.equal(tokens, greedy)
+    assert [type(block.mixer).__name__ for block in model.model.blocks] == ["GatedDeltaNet"] * 3 + ["Attention"]
+
+
+def test_the_teachers_tokenizer_is_copied(saved):
+    teacher, out, _ = saved
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        assert (out / name).read_bytes() == (teacher / name).read_bytes()
+    assert AutoTokenizer.from_pretrained(out)("w3 w5")["input_ids"] == [3, 5]
+
+
+def test_conversion_json_records_the_teacher_and_each_layer(saved):
+    teacher, out, _ = saved
+    record = json.loads((out / "conversion.json").read_text())
+    assert record == {
+        "teacher": str(teacher.absolute()), "converted_layers": [0, 1, 2],
+        "layers": [{"index": i, "from": "attention", "to": "gated_deltanet", "init": "from_attention"} for i in range(3)]
+        + [{"index": 3, "from": "attention", "to": "attention", "init": "copied"}],
+        "layerzoo_version": layerzoo.__version__}
+
+
+def test_conversion_load_gives_back_student_and_teacher(saved):
+    teacher, out, conversion = saved
+    loaded = Conversion.load(out)
+    assert loaded.converted == (0, 1, 2) and loaded.source == teacher.absolute()
+    ids = torch.randint(0, VOCAB, (1, 7), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.equal(loaded.student(ids), conversion.student(ids))
+        assert torch.equal(loaded.teacher(ids), conversion.teacher(ids))
+
+
+def test_the_command_writes_the_folder_and_errors_are_one_line(saved, tmp_path, capsys):
+    teacher, out, conversion = saved
+    target = tmp_path / "cli"
+    assert main(["convert", str(teacher), "--pattern", HYBRID, "--out", str(target)]) == 0
+    assert "converted layers 0, 1, 2 of 4" in capsys.readouterr().out
+    assert (target / "model.safetensors").read_bytes() == (out / "model.safetensors").read_bytes()
+    assert main(["convert", str(teacher), "--pattern", "swa", "--set", "swa.window=3", "--out", str(tmp_path / "swa")]) == 0
+    assert json.loads((tmp_path / "swa" / "config.json").read_text())["sliding_window"] == 3
+    capsys.readouterr()
+    assert main(["convert", str(teacher), "--pattern", "swa", "--out", str(target)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "not an empty folder" in error
+
+
+def test_the_commands_help_documents_the_patterns(capsys):
+    with pytest.raises(SystemExit):
+        main(["convert", "--help"])
+    text = capsys.readouterr().out
+    for fragment in ("gated_deltanet*3,attention", "attention@0,-1", "--set", "hybrid.yaml"):
+        assert fragment in text
