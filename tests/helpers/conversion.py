@@ -92,8 +92,11 @@ class StandInConversion:
     @classmethod
     def load(cls, folder: str | Path) -> StandInConversion:
         """What save wrote; one-line errors for a folder that is not a conversion or whose teacher is gone."""
+        from transformers.utils import logging
+
         from layerzoo.hf import LayerzooForCausalLM
 
+        logging.disable_progress_bar()  # transformers' loading bars: not part of what the tests read
         folder = Path(folder)
         if not (folder / "conversion.json").is_file():
             raise LayerzooError(f"{folder}: not a conversion folder (no conversion.json); `layerzoo convert` writes one")
