@@ -51,10 +51,10 @@ RESUME_MAY_CHANGE = ("log_every", "checkpoint_every", "keep_checkpoints", "eval"
 class StageConfig(Section):
     """What every stage has: its length, batch, sequence length and optimizer (AdamW, warmup then cosine)."""
 
-    steps: int = option(100, min=1, help="optimizer steps of the stage (null instead of the stage skips it)")
+    steps: int = option(100, min=1, help="optimizer steps of the stage (to skip it, set the stage to null)")
     batch_size: int = option(8, min=1, help="windows of text per step")
     seq_len: int = option(256, min=1, help="tokens per window")
-    optimizer: OptimizerConfig = option(factory=OptimizerConfig, help="AdamW and its learning-rate schedule")
+    optimizer: OptimizerConfig = option(factory=OptimizerConfig, help="AdamW and its learning-rate schedule (lr 1e-3 unless set)")
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,8 @@ class EndToEndConfig(StageConfig):
     (times temperature^2, so that its gradients keep their scale), plus ce_weight times the
     cross-entropy on the tokens; the whole student fine-tuned, or LoRA adapters only."""
 
-    optimizer: OptimizerConfig = option(factory=lambda: OptimizerConfig(lr=1e-4), help="AdamW and its learning-rate schedule")
+    optimizer: OptimizerConfig = option(factory=lambda: OptimizerConfig(lr=1e-4),
+                                        help="AdamW and its learning-rate schedule (lr 1e-4 unless set)")
     temperature: float = option(1.0, above=0.0, help="softmax temperature of both distributions in the KL")
     ce_weight: float = option(0.0, min=0.0, help="weight of the cross-entropy on the text's own next tokens")
     lora: LoraConfig | None = option(None, help="LoRA adapters instead of a full fine-tune (needs peft)")
