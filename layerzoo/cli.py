@@ -1,5 +1,5 @@
 """The `layerzoo` command: list mixers and specs, describe, train and evaluate a spec's model, sweep and compare
-runs, export a model to transformers, convert a transformer into a hybrid.
+runs, export a model to transformers, convert a transformer into a hybrid and distil it.
 
 Errors a user can fix (a bad spec, option or file) print as one line, without a traceback.
 """
@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_text_commands(commands)
     add_comparison_commands(commands)
     add_hf_commands(commands)
+    add_distill_commands(commands)
     add_kernel_commands(commands)
     return parser
 
@@ -445,6 +446,32 @@ def lm_eval(args: argparse.Namespace) -> int:
         raise LayerzooError(str(error)) from None
 
 
+def add_distill_commands(commands) -> None:
+    distill = commands.add_parser("distill", help="distil a converted model from its teacher (per-layer alignment, then "
+                                                  "KL end to end), measure its reliance on its recurrent layers, and "
+                                                  "write it as a transformers folder")
+    distill.add_argument("converted", help="a folder `layerzoo convert` wrote")
+    distill.add_argument("--out", required=True, metavar="RUN_DIR",
+                         help="the run folder: spec.yaml, a folder per stage, reports, the student in model/")
+    distill.add_argument("--config", metavar="FILE", help="a YAML file with a distill: section (default: its defaults)")
+    distill.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                         help="override a distill: value, e.g. --set distill.align.steps=100 (repeatable)")
+    used = distill.add_mutually_exclusive_group()  # a run folder that holds anything needs one of them
+    used.add_argument("--resume", action="store_true", help="continue the run from its newest usable checkpoint")
+    used.add_argument("--overwrite", action="store_true", help="replace the run folder's run (other files stay)")
+    distill.add_argument("--no-progress", action="store_true", help="no progress bars, no tables")
+
+
+def distill_command(args: argparse.Namespace) -> int:
+    try:
+        from .distill import distill_folder
+    except ImportError as error:  # transformers is an extra; its absence is one line too
+        raise LayerzooError(str(error)) from None
+    distill_folder(args.converted, args.out, args.config, args.overrides, resume=args.resume, overwrite=args.overwrite,
+                   progress=not args.no_progress)
+    return 0
+
+
 def add_kernel_commands(commands) -> None:
     kernels = commands.add_parser("kernels", help="the compiled CPU kernels: which are built in this Python "
                                                   "environment, and where; `kernels build` builds them all up front")
@@ -497,8 +524,8 @@ def build_kernels(kernels, jobs: int | None) -> int:
 
 
 COMMANDS = {"specs": list_specs, "mixers": list_mixers, "describe": describe, "train": train, "eval": evaluate,
-            "tokenizer": tokenizer_command, "plot": plot_runs, "sweep": sweep, "compare": compare, "export": export, "convert": convert,
-            "lm-eval": lm_eval, "kernels": kernels_command}
+            "tokenizer": tokenizer_command, "plot": plot_runs, "sweep": sweep, "compare": compare, "export": export,
+            "convert": convert, "distill": distill_command, "lm-eval": lm_eval, "kernels": kernels_command}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -53,3 +53,13 @@ def test_the_readmes_armt_example_runs_as_written(tmp_path, monkeypatch):
     assert saved.adapter_state_dict().keys() == restored.adapter_state_dict().keys()
     for name, tensor in saved.adapter_state_dict().items():
         assert torch.equal(restored.adapter_state_dict()[name], tensor), name
+
+
+def test_the_distill_pages_tables_are_what_the_declarations_print():
+    from layerzoo.options import declared, markdown_table, option_rows
+    from layerzoo.training.distill import config
+
+    page = (ROOT / "docs" / "distill.md").read_text()
+    for name in ("DistillConfig", "AlignConfig", "EndToEndConfig", "LoraConfig", "HeldOutConfig"):
+        table = markdown_table(option_rows(declared(getattr(config, name)).values()))
+        assert table in page, f"docs/distill.md: the table of {name} is stale; paste what its declarations print"

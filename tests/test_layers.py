@@ -34,12 +34,14 @@ LAYERS = (
     ("training.evaluation",),
     ("training.reports",),
     ("training.loop",),
+    ("training.distill",),  # a converted model distilled from its teacher: the loop's pieces, two stages
     ("training.sweeps",),
     ("training",),
     ("",),
     ("testing",),
     ("hf",),  # above the facade: `import layerzoo` never pulls in transformers (layerzoo/hf/__init__.py says why)
-    ("convert",),  # reads Hugging Face folders, writes layerzoo ones through hf
+    ("convert",),  # a Hugging Face transformer into a layerzoo hybrid
+    ("distill",),  # a conversion folder distilled (training.distill) and written as a Hugging Face folder
     ("cli", "__main__"),
 )
 

@@ -1,4 +1,5 @@
-"""`export_run`: a training run's newest checkpoint as a transformers folder (`layerzoo export RUN OUT_DIR`).
+"""`export_run`: a training run's newest checkpoint as a transformers folder (`layerzoo export RUN OUT_DIR`);
+`export_model`: a model in memory (a distillation's student) likewise, with its run's tokenizer.
 
 The folder holds config.json (the resolved model section), model.safetensors and
 generation_config.json, and the run's tokenizer when it has one, by this convention: a
@@ -16,6 +17,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from ..assemblies.causal_lm import CausalLM
 from ..tasks.text.cache import written_whole
 from ..training.runs.checkpoint import load_weights, read_checkpoint
 from ..training.runs.run_checkpoints import load_newest
@@ -30,8 +32,7 @@ def export_run(run: str | Path, out_dir: str | Path) -> Path:
     run, out_dir = Path(run), Path(out_dir)
     if not run.is_dir():
         raise HFError(f"{run}: no such run folder")
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        raise HFError(f"{out_dir}: exists and is not an empty folder; export into a new one")
+    check_empty(out_dir)
 
     def load(folder: Path) -> tuple[Path, LayerzooForCausalLM]:
         checkpoint = read_checkpoint(folder, training_state=False)
@@ -42,16 +43,36 @@ def export_run(run: str | Path, out_dir: str | Path) -> Path:
 
     checkpoint, model = load_newest(run, load)
     run = checkpoint.parent.parent if checkpoint.parent.name == "checkpoints" else run
+    write_folder(model, run, out_dir)
+    return checkpoint
 
+
+def export_model(model: CausalLM, run: str | Path, out_dir: str | Path) -> Path:
+    """Write a CausalLM in memory (its weights unchanged) and the tokenizer of the run folder
+    `run` to `out_dir`, which must be new or empty; returns out_dir."""
+    out_dir = Path(out_dir)
+    check_empty(out_dir)
+    wrapper = LayerzooForCausalLM(LayerzooConfig.from_model_config(model.config))
+    wrapper.model.load_state_dict(model.state_dict())
+    write_folder(wrapper, Path(run), out_dir)
+    return out_dir
+
+
+def check_empty(out_dir: Path) -> None:
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise HFError(f"{out_dir}: exists and is not an empty folder; export into a new one")
+
+
+def write_folder(model: LayerzooForCausalLM, run: Path, out_dir: Path) -> None:
+    """model.save_pretrained and the run's tokenizer into out_dir (new, or empty), whole or not at all."""
     def write(folder: Path) -> None:
         model.save_pretrained(folder)
         copy_tokenizer(run, folder)
 
-    if out_dir.is_dir():  # empty, as checked above
+    if out_dir.is_dir():  # empty, as checked
         fill(out_dir, write)
     else:
         written_whole(out_dir, write)  # a failed or interrupted export leaves no folder that looks like one
-    return checkpoint
 
 
 def fill(out_dir: Path, write: Callable[[Path], None]) -> None:

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from .section import OptionInfo
+from .section import OptionInfo, Section
 
 HEADER = ("option", "type", "default", "allowed", "description")
 
 
 def shown(value: Any) -> str:
-    """A default as a spec author writes it in YAML: null, true, 1e-05, auto."""
+    """A default as a spec author writes it in YAML: null, true, 1e-05, auto, [a, b]; a nested
+    section's as "its defaults" (its own table lists them)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, Section):
+        return "its defaults"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(map(shown, value)) + "]"
     return str(value)
 
 

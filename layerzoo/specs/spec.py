@@ -96,6 +96,13 @@ def load_spec(spec: str | Path | dict | Spec, overrides: Iterable[str] = ()) -> 
         path = locate(spec)
         data, locations = load_raw(path)
         source = str(path)
+    return read_spec(data, locations, source, overrides)
+
+
+def read_spec(data: dict, locations: Locations, source: str, overrides: Iterable[str] = ()) -> Spec:
+    """A Spec from a spec's raw data (its `extends` already merged in) and where each key was set:
+    for callers that assemble the data themselves (a distillation's student model under the
+    user's `distill:` file). overrides: `dotted.key=value` strings, applied to the data before it is read."""
     for assignment in overrides:
         apply_set(data, locations, assignment)
     readers = section_readers()

@@ -2,10 +2,11 @@
 sub-package an idea, lowest first: `parallel` (data-parallel and FSDP), `runs` (run folders,
 checkpoints, metrics logs, what a finished run says), `evaluation` (NIAH grids, perplexity against
 length), `reports` (the reports and plots a run writes), `loop` (the trainer, its schedules and
-curriculum, stop signals) and `sweeps` (grids of runs and their comparison).
+curriculum, stop signals), `distill` (a converted model distilled from its teacher: the `distill:`
+section, its two stages) and `sweeps` (grids of runs and their comparison).
 
-Only the config is imported eagerly (it registers the `training:` section with specs); the
-trainer and its dependencies load on first use, so `import layerzoo` stays light.
+Only the configs are imported eagerly (they register the `training:` and `distill:` sections with
+specs); the trainer and its dependencies load on first use, so `import layerzoo` stays light.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import importlib
 
 from .config import TrainingConfig
+from .distill.config import DistillConfig
 
 _LAZY = {
     "train": "loop.trainer", "TrainingError": "errors", "RunResult": "loop.trainer", "TrainingInterrupted": "loop.interrupt",
@@ -28,4 +30,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["TrainingConfig", *_LAZY]
+__all__ = ["DistillConfig", "TrainingConfig", *_LAZY]

@@ -187,7 +187,7 @@ def read_training(section: Any, locations: Locations, model: ModelConfig | None)
         if any(length < shortest for length in lengths):
             where = path + ((key,) if key == "seq_len" else ("eval", "lengths"))
             raise fail(locations, where, f"task {task.name} needs sequences of >= {shortest} tokens, got {min(lengths)}")
-    check_one_window(config, model, locations, path)
+    check_one_window([(("window",), config.window.long), (("eval", "window"), config.eval.window)], model, locations, path)
     return config
 
 
@@ -207,16 +207,18 @@ def read_task(section: Any, locations: Locations, path: KeyPath, vocab_size: int
     return TaskConfig(name, task.to_dict())
 
 
-def check_one_window(config: TrainingConfig, model: ModelConfig | None, locations: Locations, path: KeyPath) -> None:
+def check_one_window(windows: list[tuple[KeyPath, int | None]], model: ModelConfig | None, locations: Locations,
+                     path: KeyPath) -> None:
     """A window schedule or eval window sets every SWA layer to one window: refuse a model whose
-    SWA layers have different windows, rather than silently overwrite its per-layer overrides."""
-    key = "window" if config.window.long is not None else ("eval", "window") if config.eval.window is not None else None
+    SWA layers have different windows, rather than silently overwrite its per-layer overrides.
+    windows: (key below `path`, its window or None when unset) of each setting that would."""
+    key = next((key for key, window in windows if window is not None), None)
     if model is None or key is None:
         return
     windows = sorted({layer.options["window"] for layer in model.layers
                       if issubclass(get_mixer(layer.type).cls, SlidingWindowAttention)})
     if len(windows) > 1:
-        raise fail(locations, path + ((key,) if isinstance(key, str) else key),
+        raise fail(locations, path + key,
                    f"sets one window for every SWA layer, but this model's SWA layers have windows {windows}; "
                    "drop the per-layer window overrides, or keep them with window: {schedule: fixed, long: null}")
 

@@ -27,7 +27,7 @@ from ...kernels.common.native_build import reporting_builds
 from ...mixers import at_window, set_window
 from ...specs import Spec, load_spec
 from ...tasks import Batch, Task, example_seed, make_task
-from ..config import TrainingConfig
+from ..config import OptimizerConfig, TrainingConfig
 from ..errors import TrainingError
 from ..evaluation.evaluate import evaluate, score
 from ..parallel import distributed
@@ -191,11 +191,12 @@ def finite(*values: float) -> bool:
     return all(math.isfinite(value) for value in values)
 
 
-def diverged(step: int, loss: float, grad_norm: float, last_checkpoint: Path | None) -> str:
-    """The one-line error of a step whose loss or gradient is not finite."""
+def diverged(step: int, loss: float, grad_norm: float, last_checkpoint: Path | None,
+             lr_key: str = "training.optimizer.lr") -> str:
+    """The one-line error of a step whose loss or gradient is not finite; lr_key: the setting to lower."""
     last = f"the last checkpoint is {last_checkpoint}" if last_checkpoint else "no checkpoint was saved"
     return (f"step {step}: non-finite loss or gradient (loss {loss:.4g}, grad norm {grad_norm:.4g}); stopped before "
-            f"updating the weights, {last}; try a lower training.optimizer.lr")
+            f"updating the weights, {last}; try a lower {lr_key}")
 
 
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batches: list[Batch], config: TrainingConfig,
@@ -266,11 +267,16 @@ def build_model(spec: Spec, context: distributed.Context) -> nn.Module:
 
 
 def make_optimizer(model: nn.Module, config: TrainingConfig) -> torch.optim.AdamW:
-    """AdamW; weight decay on matrices (projections, embeddings) only, not on norms and biases."""
+    """The training section's AdamW (see adamw)."""
+    return adamw(model, config.optimizer)
+
+
+def adamw(model: nn.Module, settings: OptimizerConfig) -> torch.optim.AdamW:
+    """AdamW over the parameters that require gradients; weight decay on matrices (projections,
+    embeddings) only, not on norms and biases."""
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]
     rest = [p for p in params if p.dim() < 2]
-    settings = config.optimizer
     groups = [{"params": decay, "weight_decay": settings.weight_decay}, {"params": rest, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=settings.lr, betas=(settings.beta1, settings.beta2))
 

@@ -9,10 +9,11 @@ from pathlib import Path
 from ..runs.metrics import read_records
 
 
-def plot_runs(run_dirs: list[str | Path], path: str | Path) -> Path:
+def plot_runs(run_dirs: list[str | Path], path: str | Path, loss_label: str = "loss (nats per token)") -> Path:
     """One figure for the runs' metrics.jsonl: loss (training solid, validation dashed with
     markers, a text run's unigram baseline dotted), learning rate and window (when a run has
-    one) by step. OSError for a run folder without metrics."""
+    one) by step. loss_label: what the loss is (a distillation stage's own). OSError for a run
+    folder without metrics."""
     import matplotlib
 
     matplotlib.use("Agg")  # headless: no display on servers and CI
@@ -44,7 +45,7 @@ def plot_runs(run_dirs: list[str | Path], path: str | Path) -> Path:
             sizes = [(r["step"], r["window"]) for r in records if r.get("window") is not None]
             if sizes:
                 axes[2].plot(*zip(*sizes), ".", color=color, markersize=3, label=label)
-    axes[0].set(xlabel="step", ylabel="loss (nats per token)", title="loss")
+    axes[0].set(xlabel="step", ylabel=loss_label, title="loss")
     axes[1].set(xlabel="step", ylabel="learning rate", title="learning rate")
     if windows:
         axes[2].set(xlabel="step", ylabel="SWA window (tokens)", title="window (logged steps)")

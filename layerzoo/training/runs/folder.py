@@ -34,17 +34,18 @@ def default_run_dir(spec: Spec) -> Path:
     return Path("runs") / name
 
 
-def check_run_folder(run_dir: Path, resume: bool, overwrite: bool) -> None:
+def check_run_folder(run_dir: Path, resume: bool, overwrite: bool, files: tuple[str, ...] = RUN_FILES) -> None:
     """Refuse a folder the run cannot write, and to start a new run in a folder that holds anything
-    (but a lock file), unless resuming or overwriting."""
+    (but a lock file), unless resuming or overwriting. files: the patterns of a run's files (a
+    distillation's are its own)."""
     if not run_dir.exists():
         return
     if not run_dir.is_dir():
         raise TrainingError(f"{run_dir} is a file, not a folder")
-    check_writable(run_dir)
+    check_writable(run_dir, files)
     if resume or overwrite:
         return
-    ours = sorted(path.name for path in run_files(run_dir))
+    ours = sorted(path.name for path in run_files(run_dir, files))
     if ours:
         raise TrainingError(f"{run_dir} already holds a run ({', '.join(ours[:4])}); continue it with --resume, "
                             "replace it with --overwrite, or choose another --out")
@@ -54,21 +55,23 @@ def check_run_folder(run_dir: Path, resume: bool, overwrite: bool) -> None:
                             "there with --overwrite (it removes only a run's files)")
 
 
-def check_writable(run_dir: Path) -> None:
+def check_writable(run_dir: Path, files: tuple[str, ...] = RUN_FILES) -> None:
     """Refuse, before anything changes, a run folder in which training could not write, replace or
     remove its files: the folder itself and the run's folders in it (checkpoints/, tensorboard/)."""
-    folders = [run_dir, *(inner for path in run_files(run_dir) if path.is_dir()
+    folders = [run_dir, *(inner for path in run_files(run_dir, files) if path.is_dir()
                           for inner in (path, *path.rglob("*")) if inner.is_dir())]
     for folder in folders:
         if not os.access(folder, os.W_OK | os.X_OK):
             raise not_writable(folder, "no write permission")
 
 
-def start_run_folder(run_dir: Path, spec: Spec, overwrite: bool, tokenizer: dict[str, Path]) -> None:
-    """Remove the previous run's files when overwriting, then write the resolved spec and a copy
-    of the task's tokenizer files ({name: file}, see Task.tokenizer_files) into tokenizer/."""
+def start_run_folder(run_dir: Path, spec: Spec, overwrite: bool, tokenizer: dict[str, Path],
+                     files: tuple[str, ...] = RUN_FILES) -> None:
+    """Remove the previous run's files (those matching `files`) when overwriting, then write the
+    resolved spec and a copy of the task's tokenizer files ({name: file}, see
+    Task.tokenizer_files) into tokenizer/."""
     if overwrite and run_dir.is_dir():
-        for path in run_files(run_dir):
+        for path in run_files(run_dir, files):
             if path.is_dir():
                 shutil.rmtree(path)
             else:
@@ -101,11 +104,11 @@ def final_reports(spec: Spec) -> list[str]:
     return ["text-report.json"] + ([f"{report_stem('perplexity', config.test_window)}.json"] if config.eval.lengths else [])
 
 
-def run_files(run_dir: Path) -> list[Path]:
-    return [path for pattern in RUN_FILES for path in run_dir.glob(pattern)]
+def run_files(run_dir: Path, files: tuple[str, ...] = RUN_FILES) -> list[Path]:
+    return [path for pattern in files for path in run_dir.glob(pattern)]
 
 
-def run_bytes(run_dir: Path) -> int:
+def run_bytes(run_dir: Path, files: tuple[str, ...] = RUN_FILES) -> int:
     """The size of the run's files in `run_dir` (what --overwrite frees)."""
-    paths = [inner for path in run_files(run_dir) for inner in (path, *path.rglob("*"))] if run_dir.is_dir() else []
+    paths = [inner for path in run_files(run_dir, files) for inner in (path, *path.rglob("*"))] if run_dir.is_dir() else []
     return sum(path.stat().st_size for path in paths if path.is_file())

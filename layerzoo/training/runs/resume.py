@@ -1,5 +1,6 @@
-"""Resuming a run: the checkpoint must be of the same model and training section, except the
-training keys a resumed run may change (config.RESUME_MAY_CHANGE); a difference is named."""
+"""Resuming a run: the checkpoint must be of the same model and run section (`training:`, or a
+distillation's `distill:`), except the keys of that section a resumed run may change
+(config.RESUME_MAY_CHANGE for training); a difference is named."""
 
 from __future__ import annotations
 
@@ -15,26 +16,30 @@ from .checkpoint import (
 from ..config import RESUME_MAY_CHANGE
 
 
-def read_for_resume(directory: Path, spec: Spec, model: nn.Module) -> Checkpoint:
-    """The checkpoint in `directory`, checked to continue `spec`'s run on `model` (unwrapped)."""
+def read_for_resume(directory: Path, spec: Spec, model: nn.Module, section: str = "training",
+                    may_change: tuple[str, ...] = RESUME_MAY_CHANGE) -> Checkpoint:
+    """The checkpoint in `directory`, checked to continue `spec`'s run on `model` (unwrapped):
+    the same model, and the same `section` but for its keys in `may_change`."""
     checkpoint = read_checkpoint(directory)
-    check_same_run(checkpoint, spec)
+    check_same_run(checkpoint, spec, section, may_change)
     check_fits(checkpoint, model)
     return checkpoint
 
 
-def check_same_run(checkpoint: Checkpoint, spec: Spec) -> None:
+def check_same_run(checkpoint: Checkpoint, spec: Spec, section: str = "training",
+                   may_change: tuple[str, ...] = RESUME_MAY_CHANGE) -> None:
     check_same_model(checkpoint, spec)
-    difference = first_difference(fixed_keys(checkpoint.spec.training), fixed_keys(spec.training))
+    ours, theirs = (fixed_keys(s.sections.get(section), may_change) for s in (spec, checkpoint.spec))
+    difference = first_difference(theirs, ours)
     if difference:
         key, theirs, ours = difference
-        may_change = ", ".join(f"training.{key}" for key in RESUME_MAY_CHANGE)
-        raise CheckpointError(f"{checkpoint.directory}: {describe_difference(f'training.{key}', theirs, ours)}; "
-                              f"a resumed run may change only {may_change} (start a new run with --overwrite "
+        allowed = ", ".join(f"{section}.{key}" for key in may_change)
+        raise CheckpointError(f"{checkpoint.directory}: {describe_difference(f'{section}.{key}', theirs, ours)}; "
+                              f"a resumed run may change only {allowed} (start a new run with --overwrite "
                               "or another --out)")
 
 
-def fixed_keys(training: Any) -> dict[str, Any]:
-    """The training section without the keys a resumed run may change."""
-    data = training.to_dict() if training is not None else {}
-    return {key: value for key, value in data.items() if key not in RESUME_MAY_CHANGE}
+def fixed_keys(section: Any, may_change: tuple[str, ...] = RESUME_MAY_CHANGE) -> dict[str, Any]:
+    """A run section (None: none) as a mapping, without the keys a resumed run may change."""
+    data = section.to_dict() if section is not None else {}
+    return {key: value for key, value in data.items() if key not in may_change}

@@ -1,0 +1,50 @@
+"""`layerzoo distill CONVERTED_DIR --out RUN_DIR`: the folder `layerzoo convert` wrote, distilled
+from its teacher (training.distill: per-layer alignment, then KL end to end, then the reliance
+measure), and the final student written to RUN_DIR/model as a transformers folder with the
+teacher's tokenizer (`import layerzoo.hf`, then AutoModelForCausalLM.from_pretrained).
+
+Its own layer, above hf and convert: it reads a conversion folder and writes a Hugging Face one.
+The distillation itself is training's, below both, so that it runs on any pair of CausalLMs and
+its checkpoints' `distill:` section reads back wherever specs are read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+
+from ..convert import Conversion as ConvertedFolder
+from ..hf.export import export_model
+from ..training.distill.config import distillation_spec
+from ..training.distill.run import MODEL_FOLDER, Conversion, DistillResult, distill
+
+
+def load_conversion(folder: str | Path) -> Conversion:
+    """The teacher and student of a folder `layerzoo convert` wrote (layerzoo.convert.Conversion.load)."""
+    return ConvertedFolder.load(folder)
+
+
+def distill_folder(converted: str | Path, out: str | Path, config: str | Path | dict | None = None,
+                   overrides: Iterable[str] = (), *, resume: bool = False, overwrite: bool = False, progress: bool = True,
+                   device: torch.device | str | None = None) -> DistillResult:
+    """Distil the conversion in folder `converted` into the run folder `out` (config: a YAML file
+    with a `distill:` section or its mapping; overrides: `distill.KEY=VALUE` strings) and write
+    the final student to out/model; returns the run's result."""
+    conversion = load_conversion(converted)
+    spec = distillation_spec(conversion.student.config, config, overrides, source=f"{converted}/config.json")
+    with contextlib.ExitStack() as holding:  # the run folder stays locked until the student is written
+        result = distill(conversion, spec, out, resume=resume, overwrite=overwrite, progress=progress, device=device,
+                         holding=holding)
+        model_dir = result.run_dir / MODEL_FOLDER
+        shutil.rmtree(model_dir, ignore_errors=True)  # a resumed run's earlier student
+        export_model(result.student.cpu(), result.run_dir, model_dir)
+    if progress:
+        print(f"wrote the student to {model_dir}; load it with `import layerzoo.hf` and AutoModelForCausalLM.from_pretrained")
+    return result
+
+
+__all__ = ["distill_folder", "load_conversion"]

@@ -1,0 +1,222 @@
+"""A distillation run: a conversion's student distilled from its teacher, stage by stage, in a run
+folder, then measured by the reliance measure.
+
+    RUN_DIR/
+      spec.yaml             the student's model: section and the distill: section
+      tokenizer/            the teacher's tokenizer files (what the text was read with)
+      align/                stage 1: metrics.jsonl, checkpoints/step-N/ (a training run's files)
+      end_to_end/           stage 2: likewise
+      loss-align.png, loss-end_to_end.png
+      reliance.json         the final student's reliance measure
+      distill-report.json   tokens of distillation per stage, each stage's final held-out measures, the reliance measure
+
+A run folder that holds anything needs resume (continue from the newest usable checkpoint of the
+latest stage that has one: mid-stage, or between stages) or overwrite (remove that run's files).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, Sequence
+
+import torch
+from torch import nn
+
+from ...errors import OptionError
+from ...mixers import set_window
+from ...specs import Spec
+from ...tasks import Task, example_seed, make_task
+from ..errors import TrainingError
+from ..evaluation.divergence import batch_divergence, heldout_divergence
+from ..loop.schedules import WindowSchedule
+from ..reports.loss_plot import plot_runs
+from ..reports.reliance_report import reliance_report
+from ..runs.checkpoint import load_weights
+from ..runs.folder import check_run_folder, run_bytes, start_run_folder
+from ..runs.lock import hold
+from ..runs.metrics import read_records
+from ..runs.resume import read_for_resume
+from ..runs.run_checkpoints import newest_usable, run_checkpoints
+from ..runs.space import check_room, checkpoint_bytes
+from .alignment import alignment_loss, heldout_alignment
+from .config import RESUME_MAY_CHANGE, AlignConfig, DistillConfig, EndToEndConfig
+from .lora import merged, require_peft, with_lora
+from .stage import Stage, run_stage
+
+LOSS_LABELS = {"align": "mean squared error, mean over converted layers",
+               "end_to_end": "KL to the teacher (+ ce_weight x CE), nats per token"}
+MODEL_FOLDER = "model"  # where `layerzoo distill` writes the final student as a transformers folder
+DISTILL_FILES = ("spec.yaml", "tokenizer", "tokenizer.partial-*", "align", "end_to_end", "loss-*.png", "reliance.json",
+                 "distill-report.json", MODEL_FOLDER, f"{MODEL_FOLDER}.partial-*")
+
+
+class Conversion(Protocol):
+    """What distillation needs of a conversion (layerzoo.convert's): two CausalLMs of the same
+    width, depth and vocabulary, the student's `converted` layers holding new mixers and every
+    other tensor the teacher's, and the teacher's Hugging Face folder (its tokenizer)."""
+
+    teacher: nn.Module
+    student: nn.Module
+    converted: Sequence[int]
+    source: Path
+
+
+@dataclass
+class DistillResult:
+    run_dir: Path
+    student: nn.Module  # the final student: a plain CausalLM (LoRA merged), SWA layers at the long window
+    spec: Spec
+    task: Task  # the text on its held-out split
+    report: dict[str, Any]  # what distill-report.json holds
+
+
+def distill(conversion: Conversion, spec: Spec, run_dir: str | Path, *, resume: bool = False, overwrite: bool = False,
+            progress: bool = True, device: torch.device | str | None = None,
+            holding: contextlib.ExitStack | None = None) -> DistillResult:
+    """Distil conversion.student from conversion.teacher as spec's `distill:` section says, in run_dir.
+
+    spec: the student's model section and the distill section (config.distillation_spec). The
+    student is trained in place; the teacher is frozen and left as it is. device None: CUDA when
+    there is a GPU, else the CPU. The folder is locked while the run writes it (FolderInUse for a
+    second run into it); `holding` keeps it locked until that stack closes (the final export).
+    """
+    if resume and overwrite:
+        raise TrainingError("resume and overwrite exclude each other: continue the run, or replace it")
+    config: DistillConfig | None = spec.sections.get("distill")
+    if config is None:
+        raise TrainingError(f"spec {spec.name or spec.source} has no distill: section")
+    teacher, student, converted = conversion.teacher, conversion.student, tuple(conversion.converted)
+    check_pair(teacher, student, converted, spec)
+    if config.end_to_end is not None and config.end_to_end.lora is not None:
+        require_peft()  # before anything runs: not after stage 1's hours
+    task = text_task(config, conversion.source, spec.model.vocab_size)
+    run_dir = Path(run_dir)
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    with contextlib.ExitStack() as held:
+        (held if holding is None else holding).enter_context(hold(run_dir, "layerzoo distill"))
+        check_run_folder(run_dir, resume, overwrite, DISTILL_FILES)
+        stages = config.stages()
+        first = resume_stage(run_dir, [name for name, _ in stages]) if resume else 0
+        task.prepare(progress=progress)
+        eval_task = dataclasses.replace(task, split="eval")
+        teacher.to(device).eval().requires_grad_(False)
+        own_copies(student, teacher)
+        student.to(device)
+        check_room(run_dir, checkpoint_bytes(student) - (run_bytes(run_dir, DISTILL_FILES) if overwrite else 0))
+        start_run_folder(run_dir, spec, overwrite, task.tokenizer_files(), DISTILL_FILES)
+        if config.window.long is not None:  # stage 1, and the student saved, at the long window
+            set_window(student, config.window.long)
+        for index, (name, settings) in enumerate(stages[first:], first):
+            stage = make_stage(name, settings, teacher, student, converted, config, eval_task, device)
+            checkpoint = None
+            if resume and index == first:  # the earlier stages are done: this checkpoint holds all their work
+                checkpoint = newest_usable(run_dir / name, lambda folder: read_for_resume(
+                    folder, spec, stage.model, "distill", RESUME_MAY_CHANGE))
+                load_weights(checkpoint, stage.model)
+            run_stage(stage, run_dir / name, spec, config, task, device, checkpoint, progress)
+            student = merged(stage.model) if stage.model is not student else student
+            plot_runs([run_dir / name], run_dir / f"loss-{name}.png", LOSS_LABELS[name])
+        student.requires_grad_(True)
+        measured = reliance_report(student, eval_task, stages[-1][1].seq_len, run_dir, teacher=teacher,
+                                   samples=config.eval.samples, batch_size=config.eval.batch_size, seed=config.seed + 1,
+                                   device=device, echo=print if progress else None)
+        report = write_report(run_dir, conversion, stages, measured)
+    if progress:
+        tokens = report["tokens"]
+        print(f"distilled on {tokens['total']:,} tokens ("
+              + ", ".join(f"{name} {tokens[name]:,}" for name, _ in stages) + f"); wrote {run_dir / 'distill-report.json'}")
+    return DistillResult(run_dir, student, spec, eval_task, report)
+
+
+def check_pair(teacher: nn.Module, student: nn.Module, converted: tuple[int, ...], spec: Spec) -> None:
+    """A one-line TrainingError unless the teacher and student are CausalLMs of one width, depth and
+    vocabulary, the converted layers in range, and the spec's model the student's."""
+    for what in ("d_model", "n_layers", "vocab_size"):
+        if getattr(teacher.config, what) != getattr(student.config, what):
+            raise TrainingError(f"the teacher's {what} is {getattr(teacher.config, what)}, the student's "
+                                f"{getattr(student.config, what)}: not a conversion of it")
+    if not converted:
+        raise TrainingError("the conversion converted no layer: there is nothing to distil")
+    outside = [layer for layer in converted if not 0 <= layer < student.config.n_layers]
+    if outside:
+        raise TrainingError(f"converted layers {outside} are out of range: the student has {student.config.n_layers}")
+    if spec.model != student.config:
+        raise TrainingError("the spec's model: section is not the student's; make the spec with distillation_spec")
+
+
+def text_task(config: DistillConfig, tokenizer: Path, vocab_size: int) -> Task:
+    """The text task of distill.data, read with the teacher's tokenizer; a one-line error for files
+    that are missing or a tokenizer larger than the model's vocabulary."""
+    try:
+        return make_task("text", {**config.data, "tokenizer": str(tokenizer)}, vocab_size)
+    except OptionError as error:
+        where = "the teacher's tokenizer" if error.key == "tokenizer" else f"distill.data.{error.key}"
+        raise TrainingError(f"{where}: {error.message}") from None
+
+
+def own_copies(student: nn.Module, teacher: nn.Module) -> None:
+    """Give the student its own copy of any tensor it shares with the teacher (a conversion may
+    share them to save memory), so that training the student never changes the teacher."""
+    shared = {tensor.data_ptr() for tensor in teacher.state_dict().values()}
+    for parameter in student.parameters():
+        if parameter.data_ptr() in shared:
+            parameter.data = parameter.data.clone()
+
+
+def resume_stage(run_dir: Path, names: list[str]) -> int:
+    """The index of the latest stage whose folder has checkpoints: the one to continue (an earlier
+    stage's are complete, since a stage starts only after the one before it saved its last step)."""
+    for index in range(len(names) - 1, -1, -1):
+        if run_checkpoints(run_dir / names[index]):
+            return index
+    raise TrainingError(f"{run_dir}: no checkpoint to resume from; start over with --overwrite")
+
+
+def make_stage(name: str, settings: AlignConfig | EndToEndConfig, teacher: nn.Module, student: nn.Module,
+               converted: tuple[int, ...], config: DistillConfig, eval_task: Task, device: torch.device) -> Stage:
+    """The stage `name`, its trainable parameters set: stage 1 the converted layers' mixers only;
+    stage 2 the whole student, or LoRA adapters (drawn from the run's seed, so a resumed run draws
+    the same ones) on its projections."""
+    heldout = dict(samples=config.eval.samples, batch_size=config.eval.batch_size, device=device)
+    heldout_seed = config.seed + 1
+    if name == "align":
+        student.requires_grad_(False)
+        for layer in converted:
+            student.blocks[layer].mixer.requires_grad_(True)
+        return Stage(name, settings, student, student, lambda batch: alignment_loss(teacher, student, converted, batch),
+                     lambda: heldout_alignment(teacher, student, converted, eval_task, settings.seq_len,
+                                               seed=heldout_seed, **heldout))
+    student.requires_grad_(True)
+    model = student
+    if settings.lora is not None:
+        torch.manual_seed(example_seed(config.seed, "lora"))
+        model = with_lora(student, settings.lora)
+
+    def loss(batch):
+        kl, ce, count = batch_divergence(model, teacher, batch, settings.temperature)
+        scale = 1 / max(count, 1)
+        return (kl + settings.ce_weight * ce) * scale, {"kl": kl.item() * scale, "ce": ce.item() * scale}
+
+    def measure() -> dict[str, float]:
+        scores = heldout_divergence(model, teacher, eval_task, settings.seq_len, seed=heldout_seed, **heldout)["intact"]
+        return {"loss": scores["kl"] + settings.ce_weight * scores["loss"], "kl": scores["kl"], "ce": scores["loss"]}
+
+    return Stage(name, settings, model, student, loss, measure, WindowSchedule(config.window, settings.steps, config.seed))
+
+
+def write_report(run_dir: Path, conversion: Conversion, stages: list, measured: dict[str, Any]) -> dict[str, Any]:
+    """distill-report.json: tokens of distillation per stage (what its steps read), each stage's
+    last held-out measures (from its metrics.jsonl), and the reliance measure."""
+    tokens = {name: settings.steps * settings.batch_size * settings.seq_len for name, settings in stages}
+    finals = {}
+    for name, _ in stages:
+        records = read_records(run_dir / name / "metrics.jsonl")
+        finals[name] = {key: value for record in records for key, value in record.items() if key.startswith("eval_")}
+    report = {"teacher": str(conversion.source), "converted_layers": list(conversion.converted),
+              "tokens": {**tokens, "total": sum(tokens.values())}, "heldout": finals, "reliance": measured}
+    (run_dir / "distill-report.json").write_text(json.dumps(report, indent=1))
+    return report
