@@ -133,7 +133,8 @@ def student_model(teacher: ModelConfig, pattern: Pattern) -> tuple[ModelConfig, 
         mixers.setdefault(layer.name, MixerConfig(layer.type, layer.options))
     config = ModelConfig(d_model=teacher.d_model, vocab_size=teacher.vocab_size, layers=tuple(layers), mixers=mixers,
                          ffn_hidden=teacher.ffn_hidden, norm_eps=teacher.norm_eps, tie_embeddings=teacher.tie_embeddings,
-                         init_std=teacher.init_std, logit_softcap=teacher.logit_softcap)
+                         init_std=teacher.init_std, projection_init=teacher.projection_init,
+                         logit_softcap=teacher.logit_softcap)
     return config, tuple(converted)
 
 

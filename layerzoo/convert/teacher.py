@@ -84,7 +84,8 @@ def hf_teacher(config: dict[str, Any]) -> tuple[ModelConfig, Sources]:
     model = ModelConfig(d_model=d_model, vocab_size=read.count("vocab_size"),
                         layers=tuple(LayerConfig(kind, kind, options, ffn) for _ in range(n_layers)),
                         mixers={kind: MixerConfig(kind, options)}, ffn_hidden=ffn, norm_eps=norm_eps,
-                        tie_embeddings=tied, init_std=read.number("initializer_range", 0.02), logit_softcap=None)
+                        tie_embeddings=tied, init_std=read.number("initializer_range", 0.02),
+                        projection_init="normal", logit_softcap=None)  # transformers' own rule, for what the student draws anew
     sources: Sources = {"embedding.weight": ("model.embed_tokens.weight",), "final_norm.weight": ("model.norm.weight",)}
     for index in range(n_layers):
         theirs, ours = f"model.layers.{index}.", f"blocks.{index}."
