@@ -180,7 +180,10 @@ def make_stage(name: str, settings: AlignConfig | EndToEndConfig, teacher: nn.Mo
                converted: tuple[int, ...], config: DistillConfig, eval_task: Task, device: torch.device) -> Stage:
     """The stage `name`, its trainable parameters set: stage 1 the converted layers' mixers only;
     stage 2 the whole student, or LoRA adapters (drawn from the run's seed, so a resumed run draws
-    the same ones) on its projections."""
+    the same ones) on its projections. The stage's RNG starts from the run's seed and the stage's
+    name (a resumed stage's from its checkpoint), as a training run's from its seed, so that what
+    a run draws (dropout) never depends on what the process did before it."""
+    torch.manual_seed(example_seed(config.seed, name))
     heldout = dict(samples=config.eval.samples, batch_size=config.eval.batch_size, device=device)
     heldout_seed = config.seed + 1
     if name == "align":
