@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import torch
@@ -33,10 +33,13 @@ def distill_folder(converted: str | Path, out: str | Path, config: str | Path | 
                    device: torch.device | str | None = None) -> DistillResult:
     """Distil the conversion in folder `converted` into the run folder `out` (config: a YAML file
     with a `distill:` section or its mapping; overrides: `distill.KEY=VALUE` strings) and write
-    the final student to out/model; returns the run's result."""
-    conversion = load_conversion(converted)
-    spec = distillation_spec(conversion.student.config, config, overrides, source=f"{converted}/config.json")
+    the final student to out/model; returns the run's result. Without progress, transformers'
+    own bars (loading and writing the folders) are off too."""
     with contextlib.ExitStack() as holding:  # the run folder stays locked until the student is written
+        if not progress:
+            holding.enter_context(no_transformers_bars())
+        conversion = load_conversion(converted)
+        spec = distillation_spec(conversion.student.config, config, overrides, source=f"{converted}/config.json")
         result = distill(conversion, spec, out, resume=resume, overwrite=overwrite, progress=progress, device=device,
                          holding=holding)
         model_dir = result.run_dir / MODEL_FOLDER
@@ -45,6 +48,20 @@ def distill_folder(converted: str | Path, out: str | Path, config: str | Path | 
     if progress:
         print(f"wrote the student to {model_dir}; load it with `import layerzoo.hf` and AutoModelForCausalLM.from_pretrained")
     return result
+
+
+@contextlib.contextmanager
+def no_transformers_bars() -> Iterator[None]:
+    """transformers' progress bars off inside the block, then as they were."""
+    from transformers.utils import logging
+
+    enabled = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            logging.enable_progress_bar()
 
 
 __all__ = ["distill_folder", "load_conversion"]
