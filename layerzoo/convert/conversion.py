@@ -82,17 +82,27 @@ class Conversion:
     @classmethod
     def load(cls, out_dir: str | Path) -> Conversion:
         """The student from a folder `save` wrote; the teacher rebuilt from the folder its
-        conversion.json names."""
+        conversion.json names. ConvertError, in one line, for a folder that is missing or not a
+        conversion, a conversion.json without a teacher folder or converted layers, and a teacher
+        folder that is gone; then as `convert` for a teacher folder that changed."""
         out_dir = Path(out_dir)
-        record = read_json(out_dir / RECORD, f"no {RECORD}: not a folder `layerzoo convert` wrote")
-        if not isinstance(record, dict) or not isinstance(record.get("teacher"), str):
-            raise ConvertError(f"{out_dir / RECORD}: has no teacher folder")
+        if not out_dir.is_dir():
+            raise ConvertError(f"{out_dir}: no such folder (give a folder `layerzoo convert` wrote)")
+        record = read_json(out_dir / RECORD, f"not a conversion folder (no {RECORD}; `layerzoo convert` writes one)")
+        if not isinstance(record, dict) or not isinstance(record.get("teacher"), str) or not record["teacher"]:
+            raise ConvertError(f"{out_dir / RECORD}: names no teacher folder (a \"teacher\" path)")
+        converted = record.get("converted_layers")
+        if not isinstance(converted, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in converted):
+            raise ConvertError(f"{out_dir / RECORD}: converted_layers must be a list of layer indices, got {converted!r:.80}")
+        source = Path(record["teacher"])
+        if not source.is_dir():
+            raise ConvertError(f"{out_dir / RECORD}: the teacher's folder {source} is missing (the teacher is read "
+                               "from it again: restore it there, or point conversion.json's teacher at it)")
         student = LayerzooForCausalLM.from_pretrained(out_dir).model
-        folder = TeacherFolder.read(record["teacher"])
+        folder = TeacherFolder.read(source)
         teacher = read_teacher(folder)
         check_weights(folder, teacher)
-        return cls(load_teacher(folder, teacher), student, tuple(record.get("converted_layers", ())), folder.path,
-                   teacher.token_ids)
+        return cls(load_teacher(folder, teacher), student, tuple(converted), folder.path, teacher.token_ids)
 
 
 def convert(teacher_folder: str | Path, pattern: Pattern, out: str | Path | None = None, *, seed: int = 0) -> Conversion:

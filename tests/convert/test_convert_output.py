@@ -5,6 +5,7 @@ back; `layerzoo convert` writes the same."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 import layerzoo
 import layerzoo.hf  # noqa: F401 - registers the layerzoo model type with the Auto classes
 from layerzoo.cli import main
-from layerzoo.convert import Conversion, convert
+from layerzoo.convert import Conversion, ConvertError, convert
 from layerzoo.hf import LayerzooCache
 from layerzoo.testing import assert_close
 
@@ -75,6 +76,30 @@ def test_conversion_load_gives_back_student_and_teacher(saved):
     with torch.no_grad():
         assert torch.equal(loaded.student(ids), conversion.student(ids))
         assert torch.equal(loaded.teacher(ids), conversion.teacher(ids))
+
+
+@pytest.mark.parametrize("case, words", [
+    ("missing", ["no such folder"]),
+    ("not-a-conversion", ["not a conversion folder (no conversion.json", "`layerzoo convert` writes one"]),
+    ("no-teacher", ["conversion.json: names no teacher folder"]),
+    ("bad-layers", ["conversion.json: converted_layers must be a list of layer indices"]),
+    ("teacher-gone", ["conversion.json: the teacher's folder", "gone", "is missing"]),
+])
+def test_conversion_load_of_a_bad_folder_is_one_line(saved, tmp_path, case, words):
+    teacher, out, _ = saved
+    folder = tmp_path / "converted"
+    if case == "not-a-conversion":
+        folder = teacher
+    elif case != "missing":
+        shutil.copytree(out, folder)
+        record = json.loads((folder / "conversion.json").read_text())
+        record |= {"no-teacher": {"teacher": None}, "bad-layers": {"converted_layers": "0,1,2"},
+                   "teacher-gone": {"teacher": str(tmp_path / "gone")}}[case]
+        (folder / "conversion.json").write_text(json.dumps(record))
+    with pytest.raises(ConvertError) as caught:
+        Conversion.load(folder)
+    message = str(caught.value)
+    assert "\n" not in message and all(word in message for word in words), message
 
 
 def test_the_command_writes_the_folder_and_errors_are_one_line(saved, tmp_path, capsys):
