@@ -1,6 +1,5 @@
-"""`layerzoo distill` end to end on a saved conversion folder (read by the stand-in of
-layerzoo.convert until that lands): the run folder, the reliance table, the student as a
-transformers folder with the teacher's tokenizer; and each bad input as one line."""
+"""`layerzoo distill` end to end on a folder `layerzoo convert` wrote: the run folder, the reliance
+table, the student as a transformers folder with the teacher's tokenizer; and each bad input as one line."""
 
 from __future__ import annotations
 
@@ -12,9 +11,8 @@ import pytest
 import torch
 import yaml
 
-import layerzoo.distill
 from layerzoo.cli import main
-from tests.helpers.conversion import StandInConversion, teacher_spec, write_text, write_tokenizer
+from tests.helpers.conversion import write_teacher, write_text
 from tests.training.distill.conftest import GDN, settings
 
 transformers = pytest.importorskip("transformers")
@@ -22,27 +20,17 @@ transformers = pytest.importorskip("transformers")
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    """A saved conversion (layer 1 Gated DeltaNet), its teacher's folder, and a distill config file."""
+    """A layerzoo attention teacher, its conversion by `layerzoo convert` (layer 1 Gated DeltaNet),
+    and a distill config file."""
     root = tmp_path_factory.mktemp("distill-cli")
     corpus = write_text(root / "corpus")
-    tokenizer = write_tokenizer(corpus, root / "tokenizer")
-    conversion = StandInConversion.build(teacher_spec(), {1: GDN}, tokenizer)
-    converted = conversion.save(root / "converted", root / "teacher")
+    teacher = write_teacher(corpus, root / "teacher")
+    assert main(["convert", str(teacher), "--pattern", GDN, "--out", str(root / "converted")]) == 0
     text = type("Text", (), {"corpus": corpus})
     config = root / "distill.yaml"
     config.write_text(yaml.safe_dump({"distill": settings(text, align={"steps": 2, "batch_size": 2, "seq_len": 32},
                                                           end_to_end={"steps": 2, "batch_size": 2, "seq_len": 32})}))
-    return type("Folders", (), {"root": root, "converted": converted, "teacher": root / "teacher", "config": config})
-
-
-@pytest.fixture(autouse=True)
-def stand_in(monkeypatch):
-    monkeypatch.setattr(layerzoo.distill, "load_conversion", StandInConversion.load)
-
-
-def distil(folders, out, *extra):
-    return main(["distill", str(folders.converted), "--out", str(out), "--config", str(folders.config), "--no-progress",
-                 *extra])
+    return type("Folders", (), {"root": root, "converted": root / "converted", "teacher": teacher, "config": config})
 
 
 def test_distill_writes_a_run_and_a_student_that_transformers_loads(folders, tmp_path, capsys):
@@ -72,8 +60,8 @@ def test_distill_writes_a_run_and_a_student_that_transformers_loads(folders, tmp
 
 
 @pytest.mark.parametrize("case, message", [
-    ("not-a-conversion", "not a conversion folder (no conversion.json)"),
-    ("teacher-missing", "the teacher's folder"),
+    ("not-a-conversion", "not a conversion folder (no conversion.json; `layerzoo convert` writes one)"),
+    ("teacher-missing", "conversion.json: the teacher's folder"),
     ("zero-steps", "distill.align.steps: must be >= 1, got 0"),
     ("model-set", "a distillation sets distill.* keys only"),
     ("no-peft", "distill.end_to_end.lora needs peft"),

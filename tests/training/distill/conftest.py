@@ -1,5 +1,6 @@
-"""A tiny conversion to distil: a three-layer attention teacher on a corpus of eight documents
-with a tokenizer trained on them, and students with some layers swapped; settings of a few steps."""
+"""A tiny conversion to distil: a three-layer attention teacher (a layerzoo folder) on a corpus of
+eight documents with a tokenizer trained on them, converted by layerzoo.convert into students
+with some layers replaced; settings of a few steps."""
 
 from __future__ import annotations
 
@@ -7,19 +8,22 @@ from types import SimpleNamespace
 
 import pytest
 
+from layerzoo.convert import convert
 from layerzoo.training.distill.config import distillation_spec
-from tests.helpers.conversion import StandInConversion, teacher_spec, write_text, write_tokenizer
+from tests.helpers.conversion import write_teacher, write_text
 
-GDN = {"type": "gated_deltanet", "n_heads": 2}
-SWA = {"type": "swa", "n_heads": 2, "window": 8}
+GDN = "attention,gated_deltanet,attention"  # layer 1 Gated DeltaNet
+SWA_GDN = {"mixers": {"swa": {"type": "swa", "window": 8}},  # layer 0 SWA (window 8), layer 1 Gated DeltaNet
+           "layers": ["swa", "gated_deltanet", "attention"]}
 
 
 @pytest.fixture(scope="module")
 def text(tmp_path_factory):
-    """The corpus folder and the teacher's tokenizer folder (shared by a module's tests: nothing writes to them)."""
+    """The corpus folder and the teacher's folder, its tokenizer trained on the corpus (shared by a
+    module's tests: nothing writes to them)."""
     folder = tmp_path_factory.mktemp("text")
     corpus = write_text(folder / "corpus")
-    return SimpleNamespace(corpus=corpus, tokenizer=write_tokenizer(corpus, folder / "teacher"))
+    return SimpleNamespace(corpus=corpus, teacher=write_teacher(corpus, folder / "teacher"))
 
 
 def settings(text, **changes) -> dict:
@@ -31,7 +35,8 @@ def settings(text, **changes) -> dict:
     return {**base, **changes}
 
 
-def make(text, mixers=None, seed: int = 0, **changes):
-    """(conversion, spec): the teacher with `mixers` ({layer: mixer}; default layer 1 Gated DeltaNet) swapped in."""
-    conversion = StandInConversion.build(teacher_spec(), {1: GDN} if mixers is None else mixers, text.tokenizer, seed)
+def make(text, pattern=GDN, seed: int = 0, **changes):
+    """(conversion, spec): the teacher folder converted by `pattern` (layerzoo.convert's; the
+    student's own init drawn from `seed`), under settings(text, **changes)."""
+    conversion = convert(text.teacher, pattern, seed=seed)
     return conversion, distillation_spec(conversion.student.config, settings(text, **changes))

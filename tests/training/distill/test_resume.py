@@ -13,7 +13,7 @@ from layerzoo.training.distill.run import distill
 from layerzoo.training.errors import TrainingError
 from layerzoo.training.loop.interrupt import TrainingInterrupted
 from tests.helpers.run_checks import assert_same_final_state
-from tests.training.distill.conftest import GDN, SWA, make
+from tests.training.distill.conftest import SWA_GDN, make
 
 STAGE = {"steps": 4, "batch_size": 2, "seq_len": 32, "optimizer": {"lr": 3e-3, "warmup_steps": 1}}
 SETTINGS = dict(align=STAGE, end_to_end={**STAGE, "ce_weight": 0.5, "lora": {"rank": 2, "dropout": 0.1}},
@@ -22,7 +22,7 @@ SETTINGS = dict(align=STAGE, end_to_end={**STAGE, "ce_weight": 0.5, "lora": {"ra
 
 
 def run(text, folder, **options):
-    conversion, spec = make(text, {0: SWA, 1: GDN}, **SETTINGS)
+    conversion, spec = make(text, SWA_GDN, **SETTINGS)
     return distill(conversion, spec, folder, progress=False, **options)
 
 
@@ -57,7 +57,7 @@ def test_a_run_folder_that_holds_a_run_needs_resume_or_overwrite(text, whole, tm
 
 
 def test_sigint_in_stage_2_saves_a_checkpoint_and_resume_ends_as_the_whole_run(text, whole, tmp_path):
-    conversion, spec = make(text, {0: SWA, 1: GDN}, **SETTINGS)
+    conversion, spec = make(text, SWA_GDN, **SETTINGS)
     calls = []
 
     def interrupt(module, args):

@@ -15,12 +15,12 @@ from layerzoo.training.distill.run import distill
 from layerzoo.training.evaluation.divergence import heldout_divergence
 from layerzoo.training.loop.schedules import WindowSchedule
 from tests.helpers.run_checks import metric_records
-from tests.training.distill.conftest import GDN, SWA, make
+from tests.training.distill.conftest import SWA_GDN, make
 
 
 def heldout_task(text, spec):
     data = spec.sections["distill"].data
-    task = make_task("text", {**data, "tokenizer": str(text.tokenizer)}, spec.model.vocab_size)
+    task = make_task("text", {**data, "tokenizer": str(text.teacher)}, spec.model.vocab_size)
     return dataclasses.replace(task, split="eval")
 
 
@@ -29,7 +29,7 @@ def cloned(model) -> dict[str, torch.Tensor]:
 
 
 def test_alignment_lowers_each_converted_layers_error_and_changes_nothing_else(text, tmp_path):
-    conversion, spec = make(text, {0: GDN, 2: GDN}, end_to_end=None)
+    conversion, spec = make(text, "gated_deltanet,attention,gated_deltanet", end_to_end=None)
     task = heldout_task(text, spec)
     errors = lambda: heldout_alignment(conversion.teacher, conversion.student, (0, 2), task, 32, 8, seed=5)  # noqa: E731
     before, teacher, student = errors(), cloned(conversion.teacher), cloned(conversion.student)
@@ -70,19 +70,21 @@ def test_end_to_end_lowers_the_heldout_kl(text, tmp_path):
 
 
 def test_a_student_equal_to_its_teacher_has_kl_zero_and_no_reliance(text, tmp_path):
-    conversion, spec = make(text, {1: {"type": "attention", "n_heads": 2}}, align=None,
+    # Layer 1 converted into SWA whose window covers the 32-token windows: the teacher's attention, computed anew
+    covering = {"mixers": {"swa": {"type": "swa", "window": 64}}, "layers": ["attention", "swa", "attention"]}
+    conversion, spec = make(text, covering, align=None,
                             end_to_end={"steps": 1, "batch_size": 2, "seq_len": 32, "optimizer": {"lr": 0.0}})
-    conversion.student.load_state_dict(conversion.teacher.state_dict())  # its converted layer kept as it was
+    assert conversion.converted == (1,)
     result = distill(conversion, spec, tmp_path / "run", progress=False)
     reliance = json.loads((tmp_path / "run" / "reliance.json").read_text())
-    assert reliance["intact"]["kl"] == 0.0 and reliance["layers"] == []  # attention only: nothing recurrent to zero
+    assert reliance["intact"]["kl"] == 0.0 and reliance["layers"] == []  # attention and SWA: nothing recurrent to zero
     assert metric_records(tmp_path / "run" / "end_to_end")[0]["kl"] == 0.0
     assert result.report["reliance"] == reliance
 
 
 def test_stochastic_windows_set_the_swa_layers_window_per_batch(text, tmp_path):
     window = {"schedule": "stochastic", "short": 2, "long": 8, "p_short": 0.5, "anneal_fraction": 0.25}
-    conversion, spec = make(text, {0: SWA, 1: GDN}, window=window,
+    conversion, spec = make(text, SWA_GDN, window=window,
                             end_to_end={"steps": 8, "batch_size": 2, "seq_len": 32, "optimizer": {"lr": 1e-3}})
     seen = []  # (training?, window) of every forward of the student's SWA layer
     swa = conversion.student.blocks[0].mixer
