@@ -1,6 +1,7 @@
 """The docs say what the code does: the options tables are the declarations', the README's examples run."""
 
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,95 @@ def test_the_distill_pages_tables_are_what_the_declarations_print():
     for name in ("DistillConfig", "AlignConfig", "EndToEndConfig", "LoraConfig", "HeldOutConfig"):
         table = markdown_table(option_rows(declared(getattr(config, name)).values()))
         assert table in page, f"docs/distill.md: the table of {name} is stale; paste what its declarations print"
+
+
+def doc_blocks(page: str, language: str) -> list[str]:
+    """The ```language blocks of docs/page, in order."""
+    return re.findall(rf"```{language}\n(.*?)```", (ROOT / "docs" / page).read_text(), re.S)
+
+
+def layerzoo_commands(blocks: list[str]) -> list[list[str]]:
+    """The arguments of each `layerzoo ...` line of the blocks (comments dropped)."""
+    return [shlex.split(line, comments=True)[1:] for block in blocks for line in block.splitlines()
+            if line.startswith("layerzoo ")]
+
+
+@pytest.fixture
+def doc_world(tmp_path):
+    """What the convert and distill pages point at, in tmp_path: tiny random teachers at
+    path/to/SmolLM2-135M (a Llama) and path/to/Qwen3-0.6B (a Qwen3), each with a tokenizer trained
+    on corpus/*.txt, and distill.yaml: docs/distill.md's Options file, each stage cut to two steps
+    of two 32-token windows and the held-out measures to four windows."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("peft")  # the Options file's stage 2 is LoRA
+    import yaml
+
+    from tests.helpers.conversion import write_text, write_tokenizer
+    from tests.helpers.hf_teachers import TeacherCase, save_teacher
+
+    corpus = write_text(tmp_path / "corpus", words=400)  # a held-out document longer than the reliance example's 256
+    for folder, case in (("SmolLM2-135M", TeacherCase("llama", n_layers=4)),
+                         ("Qwen3-0.6B", TeacherCase("qwen3", n_layers=4, head_dim=16))):
+        write_tokenizer(corpus, save_teacher(case, tmp_path / "path" / "to" / folder, tokenizer_size=None))
+    options = yaml.safe_load(next(block for block in doc_blocks("distill.md", "yaml") if block.startswith("distill:")))
+    for stage in ("align", "end_to_end"):
+        options["distill"][stage].update(steps=2, batch_size=2, seq_len=32)
+    options["distill"]["eval"] = {"samples": 4, "batch_size": 4}
+    (tmp_path / "distill.yaml").write_text(yaml.safe_dump(options))
+    return tmp_path
+
+
+def enter(world: Path, name: str, monkeypatch) -> Path:
+    """A fresh working folder in the world, which sees its teachers, corpus and distill.yaml."""
+    folder = world / name
+    folder.mkdir()
+    for entry in ("path", "corpus", "distill.yaml"):
+        (folder / entry).symlink_to(world / entry)
+    monkeypatch.chdir(folder)
+    return folder
+
+
+def test_the_convert_pages_commands_and_python_run_as_written(doc_world, monkeypatch):
+    import json
+
+    here = enter(doc_world, "commands", monkeypatch)
+    for arguments in layerzoo_commands(doc_blocks("convert.md", "bash")):
+        assert main(arguments) == 0, arguments
+    assert json.loads((here / "smollm2-gdn" / "conversion.json").read_text())["converted_layers"] == [0, 1, 2]
+    assert json.loads((here / "qwen3-swa" / "config.json").read_text())["sliding_window"] == 512
+    assert (here / "runs" / "smollm2-gdn" / "model" / "model.safetensors").is_file()
+    enter(doc_world, "python", monkeypatch)
+    namespace = {}
+    for index, block in enumerate(doc_blocks("convert.md", "python")):
+        exec(compile(block, f"docs/convert.md (python block {index + 1})", "exec"), namespace)
+    assert namespace["conversion"].converted == (0, 1, 2)
+
+
+def test_the_distill_pages_commands_and_python_run_as_written(doc_world, monkeypatch, capsys):
+    import yaml
+
+    from layerzoo.training.distill.config import distillation_spec
+
+    here = enter(doc_world, "distill", monkeypatch)
+    for arguments in layerzoo_commands(doc_blocks("distill.md", "bash")):
+        assert main(arguments) == 0, arguments
+    assert (here / "runs" / "smollm2-gdn" / "model" / "config.json").is_file()
+    spec = yaml.safe_load((here / "runs" / "smollm2-gdn-ce" / "spec.yaml").read_text())
+    assert spec["distill"]["end_to_end"]["ce_weight"] == 0.1
+    namespace = {}
+    for index, block in enumerate(doc_blocks("distill.md", "python")):
+        exec(compile(block, f"docs/distill.md (python block {index + 1})", "exec"), namespace)
+    assert (here / "runs" / "smollm2-gdn-full" / "model" / "config.json").is_file()
+    assert [row["layer"] for row in namespace["measured"]["layers"]] == [0, 1, 2]
+    assert "gated_deltanet" in capsys.readouterr().out
+    options = next(block for block in doc_blocks("distill.md", "yaml") if block.startswith("distill:"))
+    (here / "as-written.yaml").write_text(options)  # the Options file itself, uncut, reads against the student
+    assert distillation_spec(namespace["conversion"].student.config, here / "as-written.yaml").sections["distill"]
+
+
+def test_the_readmes_convert_and_distill_commands_are_the_pages():
+    text = (ROOT / "README.md").read_text()
+    sections = text[text.index("### Converting a pretrained transformer"):text.index("## Training and evaluation")]
+    readme = layerzoo_commands(re.findall(r"```bash\n(.*?)```", sections, re.S))
+    pages = layerzoo_commands(doc_blocks("convert.md", "bash") + doc_blocks("distill.md", "bash"))
+    assert readme and all(command in pages for command in readme), readme
