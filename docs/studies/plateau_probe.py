@@ -22,6 +22,7 @@ Arms (--arm, comma-separated for several):
              (the counterpart *model's* init: Qwen3-Next / fla; the head and embedding included)
   n002all    every Linear / short conv of the model N(0, 0.02) only (e.g. for the Mamba-2 control)
   n002rest   every Linear / short conv N(0, 0.02) except the delta-rule mixers' (the other half of n002)
+  n002conv / n002proj  the delta-rule mixers' short convolutions only / their Linear projections only
   n002out    only each block's output projections N(0, 0.02): the mixers' o_proj / out_proj and the
              FFN's down (the residual branches start small, their inputs' projections stay as built)
 The n002 arms zero the biases they touch, then run each mixer's own reset_parameters() again, so
@@ -60,7 +61,7 @@ def reinit(model: nn.Module, arm: str) -> None:
     parts = {"base": set(), "fla-dt": {"fla-dt"}, "dt1": {"dt1"}, "dt1-n002": {"dt1", "n002"},
              "n002": {"n002"}, "fla-dt-n002": {"fla-dt", "n002"},
              "o3": {"o3"}, "dt1-n002all": {"dt1", "n002all"}, "fla-dt-n002all": {"fla-dt", "n002all"},
-             "n002all": {"n002all"}, "n002rest": {"n002rest"}, "n002out": {"n002out"}}[arm]
+             "n002all": {"n002all"}, "n002rest": {"n002rest"}, "n002out": {"n002out"}, "n002conv": {"n002conv"}, "n002proj": {"n002proj"}}[arm]
     touched = 0
     with torch.no_grad():
         for module in model.modules():
@@ -69,6 +70,14 @@ def reinit(model: nn.Module, arm: str) -> None:
                 touched += 1
             if isinstance(module, GatedDeltaNet) and "dt1" in parts:
                 module.dt_bias.fill_(1.0)
+                touched += 1
+            if isinstance(module, (KimiDeltaAttention, GatedDeltaNet)) and parts & {"n002conv", "n002proj"}:
+                for sub in module.modules():
+                    is_conv = type(sub).__name__ == "ShortConvolution"
+                    if (is_conv and "n002conv" in parts) or (isinstance(sub, nn.Linear) and "n002proj" in parts):
+                        nn.init.normal_(sub.weight, std=0.02)
+                        if getattr(sub, "bias", None) is not None:
+                            nn.init.zeros_(sub.bias)
                 touched += 1
             if isinstance(module, (KimiDeltaAttention, GatedDeltaNet)) and "n002" in parts:
                 for sub in module.modules():
