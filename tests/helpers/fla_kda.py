@@ -19,8 +19,8 @@ padding mask; each Triton piece is replaced by what it computes:
 Its parameter names and initialisation are fla's layer's (nn.Linear and nn.Conv1d defaults;
 A_log = log U(1, 16); dt_bias = 0; the norm's weight 1).
 
-The mapping onto layerzoo's names is the identity but for the convolution weights, fla's
-(C, 1, W) nn.Conv1d weights against layerzoo's (C, W).
+The mapping onto layerzoo's names (FLA, tests/helpers/parity_mapping.py) is the identity but for
+the convolution weights, fla's (C, 1, W) nn.Conv1d weights against layerzoo's (C, W).
 """
 
 from __future__ import annotations
@@ -34,7 +34,14 @@ from torch import nn
 from layerzoo.mixers import KimiDeltaAttention
 from layerzoo.testing.peers import load_fla_naive
 
+from .parity_mapping import Mapped, Mapping, load_ours_into_theirs
+
+# layerzoo's parameters by fla's names: the same tensors, but the convolutions' channel dim.
+SAME = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "f_proj.0.weight", "f_proj.1.weight", "b_proj.weight",
+        "A_log", "dt_bias", "g_proj.0.weight", "g_proj.1.weight", "g_proj.1.bias", "o_norm.weight", "o_proj.weight")
 CONVS = ("q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight")
+FLA: Mapping = {name: Mapped((name,)) for name in SAME} | {
+    name: Mapped((name,), lambda w: w[:, 0], note=f"{name}[:, 0]") for name in CONVS}
 
 
 class SigmoidGatedRMSNorm(nn.Module):
@@ -98,11 +105,7 @@ class FlaKimiDeltaAttention(nn.Module):
 def fla_layer(mixer: KimiDeltaAttention) -> FlaKimiDeltaAttention:
     """fla's layer of `mixer`'s sizes, holding `mixer`'s weights."""
     layer = fla_layer_like(mixer)
-    state = to_fla({name: p.detach() for name, p in mixer.named_parameters()})
-    with torch.no_grad():
-        for name, p in layer.named_parameters():
-            assert p.shape == state[name].shape, f"{name}: {tuple(state[name].shape)} into {tuple(p.shape)}"
-            p.copy_(state[name])
+    load_ours_into_theirs(layer, mixer, FLA)
     return layer
 
 
@@ -110,16 +113,6 @@ def fla_layer_like(mixer: KimiDeltaAttention) -> FlaKimiDeltaAttention:
     """A new fla layer of `mixer`'s sizes, initialised as fla's layer initialises itself."""
     return FlaKimiDeltaAttention(mixer.d_model, mixer.head_dim, mixer.n_heads, mixer.head_v_dim / mixer.head_dim,
                                  mixer.conv_size, mixer.o_norm.eps)
-
-
-def to_fla(ours: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """layerzoo's KDA tensors (parameters or gradients) by fla's names and shapes."""
-    return {name: t[:, None, :] if name in CONVS else t for name, t in ours.items()}
-
-
-def from_fla(theirs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """fla's tensors by layerzoo's names and shapes: to_fla read backwards."""
-    return {name: t[:, 0] if name in CONVS else t for name, t in theirs.items()}
 
 
 def fla_model_initialised(mixer: KimiDeltaAttention, initializer_range: float = 0.02) -> FlaKimiDeltaAttention:

@@ -1,5 +1,6 @@
-"""transformers' Mamba-2 mixer as the counterpart of layerzoo's: the parameter mapping, a layer of
-matching size holding the same weights, its pure-PyTorch path, and its cache read as a Mamba2State.
+"""transformers' Mamba-2 mixer as the counterpart of layerzoo's: the parameter mapping (MAMBA2), a
+layer of matching size holding the same weights, its pure-PyTorch path, and its cache read as a
+Mamba2State.
 
 The counterpart is `transformers.models.mamba2.modeling_mamba2.Mamba2Mixer` (transformers 5.x). Its
 kernels are module-level functions (`causal_conv1d_fn`, `causal_conv1d_update`,
@@ -15,31 +16,24 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from typing import Iterator
 
-import torch
 from torch import nn
 
 from layerzoo.mixers import Mamba2
 from layerzoo.mixers.mamba2 import Mamba2State
 
 from .hf_torch_path import pure_pytorch
+from .parity_mapping import Mapped, Mapping, load_ours_into_theirs
 
-# layerzoo name -> transformers name. The names are mamba_ssm's on both sides; the only layout
-# difference is the depthwise convolution's weight: layerzoo's ShortConvolution holds
-# (channels, width), transformers' nn.Conv1d (channels, 1, width). Everything else has one shape on
-# both sides: in_proj (d_inner + conv_dim + n_heads, d_model) with rows z | x | B | C | dt,
-# conv1d over conv_dim = d_inner + 2 n_groups d_state channels (x | B | C), A_log, dt_bias, D
-# (n_heads,), norm.weight (d_inner,), out_proj (d_model, d_inner).
-PARAMETERS: dict[str, str] = {
-    "in_proj.weight": "in_proj.weight",
-    "conv1d.weight": "conv1d.weight",  # (C, W) here, (C, 1, W) there
-    "conv1d.bias": "conv1d.bias",
-    "A_log": "A_log",
-    "dt_bias": "dt_bias",
-    "D": "D",
-    "norm.weight": "norm.weight",
-    "out_proj.weight": "out_proj.weight",
+# layerzoo's parameters taken from transformers' (tests/helpers/parity_mapping.py). The names are
+# mamba_ssm's on both sides; the only layout difference is the depthwise convolution's weight:
+# layerzoo's ShortConvolution holds (channels, width), transformers' nn.Conv1d (channels, 1, width).
+# Everything else has one shape on both sides: in_proj (d_inner + conv_dim + n_heads, d_model) with
+# rows z | x | B | C | dt, conv1d over conv_dim = d_inner + 2 n_groups d_state channels (x | B | C),
+# A_log, dt_bias, D (n_heads,), norm.weight (d_inner,), out_proj (d_model, d_inner).
+MAMBA2: Mapping = {name: Mapped((name,)) for name in (
+    "in_proj.weight", "conv1d.bias", "A_log", "dt_bias", "D", "norm.weight", "out_proj.weight")} | {
+    "conv1d.weight": Mapped(("conv1d.weight",), lambda w: w[:, 0], note="conv1d.weight[:, 0]"),
 }
 
 KERNEL_NAMES = ("causal_conv1d_fn", "causal_conv1d_update", "mamba2_selective_state_update", "mamba2_chunk_scan",
@@ -90,21 +84,10 @@ def config_of(mixer: Mamba2, chunk_size: int | None = None, n_layers: int = 1):
 
 
 def counterpart(mixer: Mamba2, chunk_size: int | None = None) -> nn.Module:
-    """transformers' Mamba2Mixer of `mixer`'s size holding `mixer`'s weights (copied through PARAMETERS)."""
+    """transformers' Mamba2Mixer of `mixer`'s size holding `mixer`'s weights (copied through MAMBA2)."""
     hf = modeling().Mamba2Mixer(config_of(mixer, chunk_size), layer_idx=0)
-    ours, theirs = dict(mixer.named_parameters()), dict(hf.named_parameters())
-    assert set(PARAMETERS) == set(ours) and set(PARAMETERS.values()) == set(theirs), (sorted(ours), sorted(theirs))
-    with torch.no_grad():
-        for name, hf_name in PARAMETERS.items():
-            theirs[hf_name].copy_(ours[name].reshape(theirs[hf_name].shape))
+    load_ours_into_theirs(hf, mixer, MAMBA2)
     return hf
-
-
-def mapped_gradients(mixer: Mamba2, hf: nn.Module) -> Iterator[tuple[str, torch.Tensor, torch.Tensor]]:
-    """(name, layerzoo's gradient, transformers' gradient in layerzoo's shape) per mapped parameter."""
-    ours, theirs = dict(mixer.named_parameters()), dict(hf.named_parameters())
-    for name, hf_name in PARAMETERS.items():
-        yield name, ours[name].grad, theirs[hf_name].grad.reshape(ours[name].shape)
 
 
 def new_cache():

@@ -1,6 +1,7 @@
 """Qwen3-Next's Gated DeltaNet layer (transformers' Qwen3NextGatedDeltaNet) as the counterpart of
 layerzoo's GatedDeltaNet: a tiny config of matching sizes, its pure-PyTorch path, its own init,
-and the mapping of layerzoo's weights onto its fused ones (docs/parity.md has the same table).
+and the mapping of its fused weights onto layerzoo's (tests/helpers/parity_mapping.py;
+docs/parity.md has the same table).
 
 The mapping, for H heads of key width K and value width V (transformers' num_k_heads =
 num_v_heads = H, head_k_dim = K, head_v_dim = V) and convolutions of width W:
@@ -17,30 +18,45 @@ from __future__ import annotations
 import contextlib
 import functools
 
-import torch
 from transformers.models.qwen3_next import modeling_qwen3_next as qwen
 from transformers.models.qwen3_next.configuration_qwen3_next import Qwen3NextConfig
 
 from layerzoo.mixers import GatedDeltaNet
 
 from .hf_torch_path import pure_pytorch
+from .parity_mapping import Mapped, Mapping, load_ours_into_theirs
 
-# layerzoo's parameter -> where Qwen3NextGatedDeltaNet holds it (the module docstring has the layouts).
-QWEN3_NEXT_NAMES = {
-    "q_proj.weight": "in_proj_qkvz.weight",
-    "k_proj.weight": "in_proj_qkvz.weight",
-    "v_proj.weight": "in_proj_qkvz.weight",
-    "g_proj.weight": "in_proj_qkvz.weight",
-    "b_proj.weight": "in_proj_ba.weight",
-    "a_proj.weight": "in_proj_ba.weight",
-    "q_conv1d.weight": "conv1d.weight",
-    "k_conv1d.weight": "conv1d.weight",
-    "v_conv1d.weight": "conv1d.weight",
-    "A_log": "A_log",
-    "dt_bias": "dt_bias",
-    "o_norm.weight": "norm.weight",
-    "o_proj.weight": "out_proj.weight",
-}
+
+def qwen3_next_mapping(mixer: GatedDeltaNet) -> Mapping:
+    """layerzoo's parameters taken from Qwen3NextGatedDeltaNet's (the module docstring has the layouts)."""
+    H, K, V = mixer.n_heads, mixer.head_dim, mixer.head_v_dim
+
+    def qkvz(which: int):
+        return lambda w: w.unflatten(0, (H, 2 * K + 2 * V)).split([K, K, V, V], dim=1)[which]
+
+    def ba(which: int):
+        return lambda w: w.unflatten(0, (H, 2))[:, which]
+
+    def conv(which: int):
+        return lambda w: w[:, 0].split([H * K, H * K, H * V])[which]
+
+    per_head = "in_proj_qkvz.weight.unflatten(0, (H, 2K + 2V))"
+    return {
+        "q_proj.weight": Mapped(("in_proj_qkvz.weight",), qkvz(0), note=f"{per_head}[:, :K]"),
+        "k_proj.weight": Mapped(("in_proj_qkvz.weight",), qkvz(1), note=f"{per_head}[:, K:2K]"),
+        "v_proj.weight": Mapped(("in_proj_qkvz.weight",), qkvz(2), note=f"{per_head}[:, 2K:2K + V]"),
+        "g_proj.weight": Mapped(("in_proj_qkvz.weight",), qkvz(3), note=f"{per_head}[:, 2K + V:] (z)"),
+        "b_proj.weight": Mapped(("in_proj_ba.weight",), ba(0), note="in_proj_ba.weight[0::2]"),
+        "a_proj.weight": Mapped(("in_proj_ba.weight",), ba(1), note="in_proj_ba.weight[1::2]"),
+        "q_conv1d.weight": Mapped(("conv1d.weight",), conv(0), note="conv1d.weight[:HK, 0]"),
+        "k_conv1d.weight": Mapped(("conv1d.weight",), conv(1), note="conv1d.weight[HK:2HK, 0]"),
+        "v_conv1d.weight": Mapped(("conv1d.weight",), conv(2), note="conv1d.weight[2HK:, 0]"),
+        "A_log": Mapped(("A_log",)),
+        "dt_bias": Mapped(("dt_bias",)),
+        "o_norm.weight": Mapped(("norm.weight",)),
+        "o_proj.weight": Mapped(("out_proj.weight",)),
+    }
+
 
 # The module attributes Qwen3NextGatedDeltaNet.forward calls by name. transformers binds each when
 # the module is imported (use_kernel_func_from_hub_with_fallback): with fla installed the chunk and
@@ -71,41 +87,8 @@ def qwen3_next_config(mixer: GatedDeltaNet) -> Qwen3NextConfig:
 def qwen3_next_layer(mixer: GatedDeltaNet) -> qwen.Qwen3NextGatedDeltaNet:
     """Qwen3-Next's layer of `mixer`'s sizes, holding `mixer`'s weights."""
     layer = qwen.Qwen3NextGatedDeltaNet(qwen3_next_config(mixer), layer_idx=0)
-    state = to_qwen3_next({name: p.detach() for name, p in mixer.named_parameters()}, mixer)
-    with torch.no_grad():
-        for name, p in layer.named_parameters():
-            assert p.shape == state[name].shape, f"{name}: {tuple(state[name].shape)} into {tuple(p.shape)}"
-            p.copy_(state[name])
+    load_ours_into_theirs(layer, mixer, qwen3_next_mapping(mixer))
     return layer
-
-
-def to_qwen3_next(ours: dict[str, torch.Tensor], mixer: GatedDeltaNet) -> dict[str, torch.Tensor]:
-    """layerzoo's GatedDeltaNet tensors (parameters or their gradients) by Qwen3-Next's names."""
-    H, K, V = mixer.n_heads, mixer.head_dim, mixer.head_v_dim
-    heads = [ours["q_proj.weight"].unflatten(0, (H, K)), ours["k_proj.weight"].unflatten(0, (H, K)),
-             ours["v_proj.weight"].unflatten(0, (H, V)), ours["g_proj.weight"].unflatten(0, (H, V))]
-    return {
-        "in_proj_qkvz.weight": torch.cat(heads, dim=1).flatten(0, 1),
-        "in_proj_ba.weight": torch.stack([ours["b_proj.weight"], ours["a_proj.weight"]], dim=1).flatten(0, 1),
-        "conv1d.weight": torch.cat([ours[f"{p}_conv1d.weight"] for p in "qkv"])[:, None, :],
-        "A_log": ours["A_log"], "dt_bias": ours["dt_bias"],
-        "norm.weight": ours["o_norm.weight"], "out_proj.weight": ours["o_proj.weight"],
-    }
-
-
-def from_qwen3_next(theirs: dict[str, torch.Tensor], mixer: GatedDeltaNet) -> dict[str, torch.Tensor]:
-    """Qwen3-Next's tensors by layerzoo's names: to_qwen3_next read backwards."""
-    H, K, V = mixer.n_heads, mixer.head_dim, mixer.head_v_dim
-    q, k, v, z = theirs["in_proj_qkvz.weight"].unflatten(0, (H, -1)).split([K, K, V, V], dim=1)
-    b, a = theirs["in_proj_ba.weight"].unflatten(0, (H, 2)).unbind(1)
-    q_conv, k_conv, v_conv = theirs["conv1d.weight"][:, 0].split([H * K, H * K, H * V])
-    return {
-        "q_proj.weight": q.flatten(0, 1), "k_proj.weight": k.flatten(0, 1), "v_proj.weight": v.flatten(0, 1),
-        "g_proj.weight": z.flatten(0, 1), "b_proj.weight": b, "a_proj.weight": a,
-        "q_conv1d.weight": q_conv, "k_conv1d.weight": k_conv, "v_conv1d.weight": v_conv,
-        "A_log": theirs["A_log"], "dt_bias": theirs["dt_bias"],
-        "o_norm.weight": theirs["norm.weight"], "o_proj.weight": theirs["out_proj.weight"],
-    }
 
 
 @functools.cache

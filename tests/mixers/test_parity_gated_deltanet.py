@@ -1,7 +1,8 @@
 """Gated DeltaNet against Qwen3-Next's Gated DeltaNet layer (transformers' Qwen3NextGatedDeltaNet),
-layerzoo's weights mapped onto its fused projections (tests/helpers/qwen3_next_gdn.py,
-docs/parity.md): outputs, final states, decoding steps and every gradient at fp32 tolerance; then
-each parameter's initialisation against the one transformers gives that layer.
+layerzoo's weights mapped onto its fused projections (the mapping in tests/helpers/qwen3_next_gdn.py,
+compared by tests/helpers/parity_mapping.py; docs/parity.md): outputs, final states, decoding
+steps and every gradient at fp32 tolerance; then each parameter's initialisation against the one
+transformers gives that layer.
 
 transformers binds fla's Triton kernels when fla is installed, and those fail on CPU: the
 module-wide fixture `qwen3_next_on_torch` (torch_path()) sets the module attributes
@@ -28,10 +29,9 @@ from layerzoo.testing import assert_close, mixer_inputs
 from tests.helpers.distributions import (
     assert_drawn_from, constant, inverse_softplus_of_log_uniform, log_of_uniform, normal, uniform,
 )
-from tests.helpers.layer_parity import assert_same_layer
+from tests.helpers.parity_mapping import assert_round_trips, assert_same_layer, check_complete, in_our_names
 from tests.helpers.qwen3_next_gdn import (
-    QWEN3_NEXT_NAMES, from_qwen3_next, qwen3_next_config, qwen3_next_initialised, qwen3_next_layer, to_qwen3_next,
-    torch_path,
+    qwen3_next_config, qwen3_next_initialised, qwen3_next_layer, qwen3_next_mapping, torch_path,
 )
 from tests.helpers.streams import delta_rule_layers_off_init
 
@@ -47,20 +47,17 @@ def qwen3_next_on_torch():
 def test_the_mapping_covers_both_layers_and_round_trips():
     torch.manual_seed(0)
     mixer = GatedDeltaNet(D_MODEL, n_heads=3, head_dim=4, expand_v=1.5, conv_size=3)
-    theirs = qwen3_next_layer(mixer)
-    ours = {name: p.detach() for name, p in mixer.named_parameters()}
-    assert QWEN3_NEXT_NAMES.keys() == ours.keys()
-    assert set(QWEN3_NEXT_NAMES.values()) == {name for name, _ in theirs.named_parameters()}
-    back = from_qwen3_next({name: p.detach() for name, p in theirs.named_parameters()}, mixer)
-    assert all(torch.equal(back[name], tensor) for name, tensor in ours.items())
-    assert all(torch.equal(t, to_qwen3_next(ours, mixer)[name]) for name, t in theirs.state_dict().items())
+    theirs, mapping = qwen3_next_layer(mixer), qwen3_next_mapping(mixer)
+    check_complete(mixer, theirs, mapping)
+    assert_round_trips(mixer, theirs, mapping)
 
 
 @given(mixer=delta_rule_layers_off_init(GatedDeltaNet, D_MODEL), x=mixer_inputs(D_MODEL, max_length=40),
        seed=st.integers(0, 2**16))
 def test_output_and_gradients_equal_qwen3_next(mixer, x, seed):
     theirs = qwen3_next_layer(mixer)
-    assert_same_layer(mixer, theirs, x, mixer, theirs, lambda grads: from_qwen3_next(grads, mixer),
+    assert_same_layer(mixer, theirs, qwen3_next_mapping(mixer), x,
+                      lambda x_ours, x_theirs: (mixer(x_ours), theirs(x_theirs)),
                       what="Gated DeltaNet vs Qwen3NextGatedDeltaNet", seed=seed)
 
 
@@ -124,12 +121,13 @@ def test_initialisation_against_qwen3_next():
     for seed in range(INIT_SEEDS):
         torch.manual_seed(seed)
         mixer = GatedDeltaNet(D_INIT, n_heads=H_INIT, head_dim=K_INIT, expand_v=V_INIT / K_INIT, conv_size=W_INIT)
-        layer = qwen3_next_initialised(mixer)
-        drawn = from_qwen3_next({name: p.detach() for name, p in layer.named_parameters()}, mixer)
+        mapping = qwen3_next_mapping(mixer)
+        drawn = in_our_names(mixer, qwen3_next_initialised(mixer), mapping)
         for name, p in mixer.named_parameters():
             ours.setdefault(name, []).append(p.detach().flatten())
             theirs.setdefault(name, []).append(drawn[name].flatten())
     assert INIT_LAWS.keys() == ours.keys()
     for name, (our_law, their_law) in INIT_LAWS.items():
         assert_drawn_from(torch.cat(ours[name]), our_law, f"layerzoo's {name}")
-        assert_drawn_from(torch.cat(theirs[name]), their_law, f"Qwen3-Next's {QWEN3_NEXT_NAMES[name]} ({name})")
+        their_name = f"Qwen3-Next's {', '.join(mapping[name].theirs)} ({name})"
+        assert_drawn_from(torch.cat(theirs[name]), their_law, their_name)

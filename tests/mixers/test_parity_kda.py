@@ -21,8 +21,8 @@ from layerzoo.testing import assert_close, mixer_inputs
 from tests.helpers.distributions import (
     assert_drawn_from, constant, inverse_softplus_of_log_uniform, log_of_uniform, normal, uniform,
 )
-from tests.helpers.fla_kda import fla_layer, fla_layer_like, fla_model_initialised, from_fla, to_fla
-from tests.helpers.layer_parity import assert_same_layer
+from tests.helpers.fla_kda import FLA, fla_layer, fla_layer_like, fla_model_initialised
+from tests.helpers.parity_mapping import Mapping, assert_round_trips, assert_same_layer, check_complete, in_our_names
 from tests.helpers.streams import delta_rule_layers_off_init
 
 D_MODEL = 16
@@ -32,18 +32,16 @@ def test_the_mapping_covers_both_layers_and_round_trips():
     torch.manual_seed(0)
     mixer = KimiDeltaAttention(D_MODEL, n_heads=3, head_dim=4, expand_v=1.5, conv_size=3)
     theirs = fla_layer(mixer)
-    ours = {name: p.detach() for name, p in mixer.named_parameters()}
-    assert {name for name, _ in theirs.named_parameters()} == ours.keys()  # fla's names, as kda.py says
-    back = from_fla({name: p.detach() for name, p in theirs.named_parameters()})
-    assert all(torch.equal(back[name], tensor) for name, tensor in ours.items())
-    assert all(torch.equal(t, to_fla(ours)[name]) for name, t in theirs.state_dict().items())
+    check_complete(mixer, theirs, FLA)
+    assert all(entry.theirs == (name,) for name, entry in FLA.items())  # fla's names, as kda.py says
+    assert_round_trips(mixer, theirs, FLA)
 
 
 @given(mixer=delta_rule_layers_off_init(KimiDeltaAttention, D_MODEL), x=mixer_inputs(D_MODEL, max_length=24),
        seed=st.integers(0, 2**16))
 def test_output_and_gradients_equal_fla(mixer, x, seed):
     theirs = fla_layer(mixer)
-    assert_same_layer(mixer, theirs, x, mixer, lambda x: theirs(x)[0], from_fla,
+    assert_same_layer(mixer, theirs, FLA, x, lambda x_ours, x_theirs: (mixer(x_ours), theirs(x_theirs)[0]),
                       what="KDA vs fla's KimiDeltaAttention", seed=seed)
 
 
@@ -97,13 +95,16 @@ INIT_LAWS = {
 INIT_SEEDS = 8
 
 
-def pooled(make, by_names=lambda params: params) -> dict[str, torch.Tensor]:
-    """Each parameter's values over INIT_SEEDS layers that make() builds, by_names mapping their
-    parameters onto layerzoo's names (from_fla for fla's layers)."""
+def pooled(make, mapping: Mapping | None = None) -> dict[str, torch.Tensor]:
+    """Each parameter's values over INIT_SEEDS layers that make() builds, by layerzoo's names:
+    a counterpart's parameters read through `mapping` (FLA for fla's layers)."""
     drawn: dict[str, list[torch.Tensor]] = {}
+    shapes = new_mixer()
     for seed in range(INIT_SEEDS):
         torch.manual_seed(seed)
-        for name, t in by_names(dict(make().named_parameters())).items():
+        layer = make()
+        params = dict(layer.named_parameters()) if mapping is None else in_our_names(shapes, layer, mapping)
+        for name, t in params.items():
             drawn.setdefault(name, []).append(t.detach().flatten())
     return {name: torch.cat(parts) for name, parts in drawn.items()}
 
@@ -114,7 +115,7 @@ def new_mixer() -> KimiDeltaAttention:
 
 def test_initialisation_equals_fla_layer():
     """layerzoo's construction draws every parameter as fla's layer's construction does."""
-    ours, layer = pooled(new_mixer), pooled(lambda: fla_layer_like(new_mixer()), from_fla)
+    ours, layer = pooled(new_mixer), pooled(lambda: fla_layer_like(new_mixer()), FLA)
     assert INIT_LAWS.keys() == ours.keys() == layer.keys()
     for name, (our_law, _) in INIT_LAWS.items():
         assert_drawn_from(ours[name], our_law, f"layerzoo's {name}")
@@ -123,6 +124,6 @@ def test_initialisation_equals_fla_layer():
 
 def test_initialisation_against_fla_model():
     """fla's KDA model re-initialises its layers otherwise: the second law of each row."""
-    model = pooled(lambda: fla_model_initialised(new_mixer()), from_fla)
+    model = pooled(lambda: fla_model_initialised(new_mixer()), FLA)
     for name, (_, model_law) in INIT_LAWS.items():
         assert_drawn_from(model[name], model_law, f"fla's model's {name}")

@@ -22,8 +22,9 @@ from layerzoo.testing import assert_close, sequence_splits
 pytest.importorskip("transformers.models.mamba2.modeling_mamba2")
 
 from tests.helpers.hf_mamba2 import (  # noqa: E402
-    PARAMETERS, counterpart, mapped_gradients, new_cache, state_of, torch_path, unsupported_layout,
+    MAMBA2, counterpart, new_cache, state_of, torch_path, unsupported_layout,
 )
+from tests.helpers.parity_mapping import assert_same_layer, check_complete  # noqa: E402
 
 if (reason := unsupported_layout()) is not None:
     pytest.skip(reason, allow_module_level=True)
@@ -62,8 +63,7 @@ def assert_same_state(ours, theirs, what: str) -> None:
 def test_the_mapping_names_every_parameter_of_both():
     mixer = Mamba2(16, head_dim=8, d_state=4, n_groups=2)
     hf = counterpart(mixer)
-    assert set(PARAMETERS) == {name for name, _ in mixer.named_parameters()}
-    assert set(PARAMETERS.values()) == {name for name, _ in hf.named_parameters()}
+    check_complete(mixer, hf, MAMBA2)
     assert hf.conv1d.weight.shape == (mixer.conv_dim, 1, 4) and mixer.conv1d.weight.shape == (mixer.conv_dim, 4)
     assert torch.equal(hf.conv1d.weight[:, 0], mixer.conv1d.weight)
 
@@ -73,19 +73,13 @@ def test_outputs_states_and_gradients_equal_transformers(layer, data):
     mixer, hf_chunk = layer
     hf = counterpart(mixer, hf_chunk)
     x = inputs(data.draw, mixer.d_model)
-    weights = torch.randn_like(x)
-    ours_x, theirs_x = x.clone().requires_grad_(), x.clone().requires_grad_()
-    ours, state = mixer(ours_x, return_state=True)
-    theirs = hf(theirs_x)  # no cache, training mode: the fused shortcut's PyTorch body declines
-    assert_close(ours, theirs, what="output")
-    (ours * weights).sum().backward()
-    (theirs * weights).sum().backward()
-    assert_close(ours_x.grad, theirs_x.grad, what="input gradient", scale=10)
-    for name, our_grad, their_grad in mapped_gradients(mixer, hf):
-        assert_close(our_grad, their_grad, what=f"{name} gradient", scale=10)
+    # no cache, training mode: the fused shortcut's PyTorch body declines
+    assert_same_layer(mixer, hf, MAMBA2, x, lambda x_ours, x_theirs: (mixer(x_ours), hf(x_theirs)),
+                      what="Mamba-2 vs Mamba2Mixer")
     cache = new_cache()
     with torch.no_grad():
-        assert_close(mixer(x), hf(x, cache=cache), what="output with a cache")
+        ours, state = mixer(x, return_state=True)
+        assert_close(ours, hf(x, cache=cache), what="output with a cache")
     assert_same_state(state, state_of(cache), "final")
 
 
