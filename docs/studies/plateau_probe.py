@@ -32,9 +32,13 @@ the decay, time-step and gate tensors the library sets (mLSTM's gate projection 
 The learning-rate schedule is the study's 300-step one (--lr-total 300) even when --steps is
 smaller, so that the first steps are the study's first steps.
 
+The arms act on the model as the spec builds it. The text specs now build with
+`projection_init: normal`; the study's runs (docs/results.md, "Why the text hybrids started
+slowly") predate that option, so `--set model.projection_init=uniform` gives their builds back.
+
 Run (from the repository root, the text extra installed):
   OMP_NUM_THREADS=1 python docs/studies/plateau_probe.py docs/studies/text-kda-hybrid-tiny.yaml \
-      --arm base,fla-dt --steps 150 --out /tmp/plateau-runs
+      --arm base,fla-dt --set model.projection_init=uniform --steps 150 --out /tmp/plateau-runs
 then `python docs/studies/plateau_probe.py --table /tmp/plateau-runs/*` for the loss table,
 `--summary` over seeds, `--account RUN.probe.jsonl ...` for gradients and the residual stream.
 """
