@@ -21,6 +21,7 @@ from ..assemblies.causal_lm import CausalLM
 from ..hf.config import LayerzooConfig
 from ..hf.export import fill
 from ..hf.model import LayerzooForCausalLM
+from ..hf.quiet import no_transformers_bars
 from ..specs import LayerConfig, MixerConfig, ModelConfig
 from ..tasks.text.cache import written_whole
 from .errors import ConvertError
@@ -56,7 +57,8 @@ class Conversion:
         check_out(out_dir)
         config = LayerzooConfig.from_model_config(self.student.config, **self.token_ids)
         state = {f"model.{name}": tensor for name, tensor in self.student.state_dict().items()}
-        model = LayerzooForCausalLM.from_pretrained(None, config=config, state_dict=state)
+        with no_transformers_bars():  # a model built here, not a folder read
+            model = LayerzooForCausalLM.from_pretrained(None, config=config, state_dict=state)
         tokenizer = tokenizer_files(self.source)
 
         def write(folder: Path) -> None:

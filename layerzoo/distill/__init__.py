@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
 
 from ..convert import Conversion as ConvertedFolder
 from ..hf.export import export_model
+from ..hf.quiet import no_transformers_bars
 from ..training.distill.config import distillation_spec
 from ..training.distill.run import MODEL_FOLDER, Conversion, DistillResult, distill
 
@@ -48,20 +49,6 @@ def distill_folder(converted: str | Path, out: str | Path, config: str | Path | 
     if progress:
         print(f"wrote the student to {model_dir}; load it with `import layerzoo.hf` and AutoModelForCausalLM.from_pretrained")
     return result
-
-
-@contextlib.contextmanager
-def no_transformers_bars() -> Iterator[None]:
-    """transformers' progress bars off inside the block, then as they were."""
-    from transformers.utils import logging
-
-    enabled = logging.is_progress_bar_enabled()
-    logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if enabled:
-            logging.enable_progress_bar()
 
 
 __all__ = ["distill_folder", "load_conversion"]
