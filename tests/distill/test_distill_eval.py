@@ -144,3 +144,27 @@ def test_bad_input_is_one_line(run, folders, tmp_path, capsys, case, message):
     assert main(["eval", *arguments]) == 2
     error = capsys.readouterr().err
     assert message in error and error.count("\n") == 1, error
+
+
+def test_an_swa_student_is_saved_and_evaluated_at_the_window_it_was_distilled_at(folders, tmp_path):
+    """A student whose layer 0 became SWA (window 8), distilled at windows 4 and 16: model/ runs at
+    16, and so does the student's row of `layerzoo eval RUN`, as that folder alone."""
+    import yaml
+
+    from tests.training.distill.conftest import SWA_GDN, settings
+
+    (tmp_path / "pattern.yaml").write_text(yaml.safe_dump(SWA_GDN))
+    converted, run, config = tmp_path / "converted", tmp_path / "run", tmp_path / "distill.yaml"
+    assert main(["convert", str(folders.teacher), "--pattern", str(tmp_path / "pattern.yaml"), "--out", str(converted)]) == 0
+    stage = {"steps": 2, "batch_size": 2, "seq_len": 32}
+    config.write_text(yaml.safe_dump({"distill": settings(folders, align=stage, end_to_end=stage, window={
+        "schedule": "stochastic", "short": 4, "long": 16})}))
+    assert main(["distill", str(converted), "--out", str(run), "--config", str(config), "--no-progress"]) == 0
+    saved = json.loads((run / "model" / "config.json").read_text())["model_spec"]
+    assert saved["mixers"]["swa"]["window"] == 16 and "overrides" not in saved
+    printed(["eval", str(run), "--lengths", "32", "128"])
+    printed(["eval", str(run / "model"), "--text", str(folders.corpus / "*.txt"), "--holdout", "0.25", "--lengths", "32",
+             "128", "--out", str(tmp_path / "alone")])
+    beside = json.loads((run / "perplexity-window16.json").read_text())
+    alone = json.loads((tmp_path / "alone" / "perplexity-model-windowspec.json").read_text())
+    assert beside["window"] == 16 and beside["lengths"] == alone["lengths"] and beside["state"] == alone["state"]
