@@ -32,6 +32,7 @@ import yaml
 from torch import nn
 
 from .errors import LayerzooError, OptionError
+from .mixers.attention import sliding_window_layers
 from .tasks import Task, make_task
 from .tasks.niah import in_tokens
 from .tasks.text import load_tokenizer
@@ -263,12 +264,15 @@ def shared_defaults(args: argparse.Namespace, scored: list[Scored]) -> tuple[dic
 
 def settings(entry: Scored, args: argparse.Namespace, lengths: list[int] | None, out: Path | None,
              kind: str) -> tuple[list[int], int | None, Path]:
-    """(lengths, test window, report stem) of one entry."""
+    """(lengths, test window, report stem) of one entry: --window for all but a run's teacher, and
+    none for a model without SWA layers."""
     lengths = args.lengths or entry.lengths or lengths
     if not lengths:
         raise EvaluationError(f"{entry.source}: give --lengths (a model folder does not say what length it was "
                               "trained at)")
     window = entry.window if entry.fixed_window or args.window is None else args.window
+    if entry.kind != "run" and not sliding_window_layers(entry.model):
+        window = None  # nothing it runs at: its reports are named for its own (a training run's, for its test window)
     folder = entry.folder or out
     if folder is None:
         raise EvaluationError(f"{entry.source}: give --out, the folder for its report (no run folder among the "
