@@ -37,6 +37,7 @@ from .tasks import Task, make_task
 from .tasks.niah import in_tokens
 from .tasks.text import load_tokenizer
 from .training.config import EvalConfig
+from .training.distill.run import MODEL_FOLDER
 from .training.runs.checkpoint import CheckpointError
 from .training.runs.folder import report_stem
 from .training.runs.run_checkpoints import latest_checkpoint
@@ -44,7 +45,6 @@ from .training.runs.run_checkpoints import latest_checkpoint
 DOCUMENT_SEED = 2  # the documents (and NIAH examples) a training run of seed 0 scores: training.seed + 2
 LENGTH_FACTORS = (1, 2, 4, 8, 16)  # a distill run's default lengths: its distillation length times these
 TEXT_KEYS = ("files", "field", "holdout", "split_seed", "pack")  # the text task's options a run brings along
-MODEL_FOLDER = "model"  # a distill run's student (training.distill.run.MODEL_FOLDER, without importing the run)
 
 
 class EvaluationError(LayerzooError):
@@ -60,7 +60,8 @@ class Scored:
     window: its defaults (None: unknown, as saved); fixed_window: evaluated at its own windows
     whatever --window says (a run's teacher, the reference); folder: where its reports go
     (None: --out); name: its reports' infix (perplexity[-name]-window<W>); seed: of the
-    documents and examples; documents: per length, unless --samples."""
+    documents and examples; documents (per length), samples (per NIAH cell), batch_size (NIAH
+    examples per forward): unless the flags say; spec: a training run's Spec."""
 
     label: str
     model: nn.Module
@@ -77,7 +78,7 @@ class Scored:
     name: str = ""
     seed: int = DOCUMENT_SEED
     documents: int = EvalConfig().documents
-    spec: Any = None  # a training run's Spec
+    spec: Any = None
     samples: int = EvalConfig().samples
     batch_size: int = EvalConfig().batch_size
 
@@ -110,11 +111,11 @@ def read(path: str) -> list[Scored]:
 
 
 def unique(scored: list[Scored]) -> list[Scored]:
-    """Each model once (a teacher that two runs share, or that is also given as a folder: the
-    first), each label once (a repeated one becomes the folder's path)."""
+    """Each model once (a teacher that two runs share, a folder that is also a run's teacher or
+    student: the first), each label once (a repeated one becomes the folder's path)."""
     seen, labels, kept = set(), set(), []
     for entry in scored:
-        key = ("folder" if entry.kind in ("teacher", "model") else entry.kind, entry.source.resolve())
+        key = (entry.kind == "run", entry.source.resolve())
         if key in seen:
             continue
         seen.add(key)
@@ -287,9 +288,10 @@ def perplexity(args: argparse.Namespace, scored: list[Scored]) -> int:
 
     data, lengths, out = shared_defaults(args, scored)
     plan = []
-    for entry in scored:  # every input checked before the first model runs
+    for entry in scored:  # every input checked before the first model runs, and before any text is tokenized
         if entry.kind == "run" and entry.task.name != "text":
             raise EvaluationError(f"{entry.source}: --metric perplexity needs a run of the text task, not {entry.task.name}")
+        where = settings(entry, args, lengths, out, "perplexity")
         if entry.kind == "run" and args.text is None:
             task = entry.task
         elif entry.data is None and data is None:
@@ -297,7 +299,7 @@ def perplexity(args: argparse.Namespace, scored: list[Scored]) -> int:
                                   "own tokenizer), or a distill run beside it, whose distill.data it then reads")
         else:
             task = heldout_text(entry, flag_text(args) or entry.data or data)
-        plan.append((entry, task, *settings(entry, args, lengths, out, "perplexity")))
+        plan.append((entry, task, *where))
     results = {}
     for entry, task, entry_lengths, window, stem in plan:
         results[entry.label] = write_perplexity(
@@ -340,7 +342,12 @@ def accuracy(args: argparse.Namespace, scored: list[Scored]) -> int:
             raise EvaluationError(f"{entry.source}: --metric accuracy scores a training run on its own task, alone; "
                                   "give it by itself (distill runs and model folders are scored on NIAH together)")
     _, lengths, out = shared_defaults(args, scored)
-    plan = [(entry, niah(entry), *settings(entry, args, lengths, out, "eval")) for entry in scored]
+    plan = []
+    for entry in scored:  # every input checked before the first model runs
+        task = niah(entry)
+        entry_lengths, window, stem = settings(entry, args, lengths, out, "eval")
+        plan.append((entry, task, fitting(entry, entry_lengths, task.min_seq_len(), given=bool(args.lengths)),
+                     window, stem))
     depths = list(args.depths or EvalConfig().depths)
     grids = {}
     for entry, task, entry_lengths, window, stem in plan:
@@ -353,6 +360,19 @@ def accuracy(args: argparse.Namespace, scored: list[Scored]) -> int:
         print("NIAH accuracy (%) in each model's tokens, mean over depths, each model beside the others:")
         print(format_accuracies(grids))
     return 0
+
+
+def fitting(entry: Scored, lengths: list[int], shortest: int, given: bool) -> list[int]:
+    """The lengths NIAH's examples fit in (>= shortest): all of them when given by --lengths (else
+    a one-line error), those of the defaults that fit."""
+    if given and min(lengths) < shortest:
+        raise EvaluationError(f"--lengths: NIAH's needles, distractors and query need >= {shortest} tokens, "
+                              f"got {min(lengths)}")
+    kept = [length for length in lengths if length >= shortest]
+    if not kept:
+        raise EvaluationError(f"{entry.source}: give --lengths >= {shortest} (NIAH's needles, distractors and query "
+                              "fit in none of its default lengths)")
+    return kept
 
 
 def niah(entry: Scored) -> Task:

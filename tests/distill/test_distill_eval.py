@@ -84,13 +84,13 @@ def test_a_teacher_folder_and_a_run_on_one_plot(run, folders, tmp_path):
 
 
 def test_niah_in_the_tokenizers_tokens_beside_the_teacher(run):
-    text = printed(["eval", str(run.folder), "--metric", "accuracy", "--lengths", "64", "--depths", "0.5",
-                    "--samples", "5"])
+    """At the run's lengths that NIAH's examples fit in (60 tokens and more: not 32)."""
+    text = printed(["eval", str(run.folder), "--metric", "accuracy", "--depths", "0.5", "--samples", "5"])
     table = text[text.index("NIAH accuracy (%)"):]
-    assert len(row(table, "teacher (teacher)")) == len(row(table, "run (student)")) == 1
+    assert len(row(table, "teacher (teacher)")) == len(row(table, "run (student)")) == 4
     for name in ("eval-teacher-windowspec", "eval-windowspec"):
         grid = json.loads((run.folder / f"{name}.json").read_text())
-        assert grid["lengths"] == [64] and grid["depths"] == [0.5] and grid["tokenizer"]
+        assert grid["lengths"] == [64, 128, 256, 512] and grid["depths"] == [0.5] and grid["tokenizer"]
         assert (run.folder / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -117,6 +117,7 @@ def test_token_niah_is_niah_written_in_the_given_tokens():
     ("big-tokenizer", "has 80 tokens, more than the model's vocab_size 64"),
     ("big-tokenizer-niah", "has 80 tokens, more than the model's vocab_size 64"),
     ("holdout-alone", "--field and --holdout describe the files of --text"),
+    ("niah-too-short", "--lengths: NIAH's needles, distractors and query need >= 60 tokens, got 32"),
     ("unfinished", "the distill run has not finished"),
     ("teacher-gone", "the teacher's folder"),
 ])
@@ -130,6 +131,7 @@ def test_bad_input_is_one_line(run, folders, tmp_path, capsys, case, message):
                  "big-tokenizer-niah": [str(tmp_path / "big"), "--metric", "accuracy", "--lengths", "64", "--out",
                                         str(tmp_path)],
                  "holdout-alone": [str(run.folder), "--holdout", "0.5"],
+                 "niah-too-short": [str(run.folder), "--metric", "accuracy", "--lengths", "32", "64"],
                  "unfinished": [str(tmp_path / "run")], "teacher-gone": [str(tmp_path / "run")]}[case]
     if case.startswith("big-tokenizer"):  # its tokenizer (80 tokens) is larger than its model's vocabulary
         write_teacher(folders.corpus, tmp_path / "big", teacher_spec(vocab_size=64))
