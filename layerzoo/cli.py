@@ -158,20 +158,32 @@ def add_training_commands(commands) -> None:
     train.add_argument("--compile", action="store_true",
                        help="torch.compile the model (training.compile: true): faster steps after a one-time compile")
     evaluate = commands.add_parser("eval", help="length x depth accuracy of a checkpoint (table, JSON, heatmap PNG), "
-                                                "or its perplexity against context length on held-out text")
-    evaluate.add_argument("checkpoint", nargs="+", help="a checkpoint folder, or a run folder (its latest checkpoint); "
-                                                        "several for --metric perplexity, drawn on one plot")
+                                                "or its perplexity against context length on held-out text; a distill "
+                                                "run's student beside its teacher; model folders side by side")
+    evaluate.add_argument("checkpoint", nargs="+", metavar="RUN_OR_MODEL",
+                          help="a checkpoint folder, a run folder (its latest checkpoint), a distill run folder (its "
+                               "student and its teacher) or a model folder (layerzoo's, or a Llama, Mistral or Qwen "
+                               "one `layerzoo convert` reads); several are drawn on one plot")
     evaluate.add_argument("--metric", choices=("accuracy", "perplexity"),
-                          help="default: perplexity for runs of the text task, else accuracy")
-    evaluate.add_argument("--lengths", type=int, nargs="+", help="context lengths (default: the spec's training.eval.lengths)")
+                          help="default: accuracy for training runs of a synthetic task, else perplexity")
+    evaluate.add_argument("--lengths", type=int, nargs="+",
+                          help="context lengths (default: the spec's training.eval.lengths; a distill run's "
+                               "distillation length times 1, 2, 4, 8, 16; model folders: the first run's)")
+    evaluate.add_argument("--text", nargs="+", metavar="FILES",
+                          help="perplexity: the text to score every model on (files, globs, stdlib:GLOB), each read "
+                               "with its own tokenizer (default: each run's own text; model folders the first run's)")
+    evaluate.add_argument("--field", help="with --text: the text field of .jsonl records / column of .parquet files")
+    evaluate.add_argument("--holdout", type=float, help="with --text: the fraction of documents held out and scored "
+                                                        "(default 0.05, the text task's)")
     evaluate.add_argument("--depths", type=float, nargs="+", help="needle depths in [0, 1] (default: the spec's)")
-    evaluate.add_argument("--window", type=int, help="test window of the SWA layers (default: the training's long window)")
+    evaluate.add_argument("--window", type=int, help="test window of the SWA layers (default: the training's or "
+                                                     "distillation's long window; a distill run's teacher keeps its own)")
     evaluate.add_argument("--samples", type=int, help="examples per cell (default: training.eval.samples); perplexity: "
                                                       "documents per length (default: training.eval.documents)")
     evaluate.add_argument("--chunk-size", type=int, default=1024,
                           help="perplexity: tokens per piece streamed through the model (default 1024)")
-    evaluate.add_argument("--out", help="folder for the JSON and PNG (default: the checkpoint's run folder; perplexity: "
-                                        "the PNG of all runs, each run's JSON stays in its folder)")
+    evaluate.add_argument("--out", help="folder for the JSON and PNG (default: the first run folder; perplexity: the "
+                                        "PNG of all, each run's JSON stays in its folder, a model folder's goes here)")
 
 
 def train(args: argparse.Namespace) -> int:
@@ -203,51 +215,15 @@ def train(args: argparse.Namespace) -> int:
 
 
 def evaluate(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from .training.reports.report import grid_report
+    from .side_by_side import evaluate as run
 
     for flag in ("lengths", "samples", "window", "chunk_size"):
         check_at_least_one(f"--{flag.replace('_', '-')}", getattr(args, flag))
     if any(not 0 <= depth <= 1 for depth in args.depths or []):
         raise ValueError(f"--depths must lie in [0, 1], got {args.depths}")
-    runs = [load_run(path) for path in args.checkpoint]
-    metric = args.metric or ("perplexity" if runs[0][2].name == "text" else "accuracy")
-    if metric == "perplexity":
-        return evaluate_perplexity(args, runs)
-    if len(runs) > 1:
-        raise ValueError("--metric accuracy evaluates one run at a time")
-    checkpoint, model, task = runs[0]
-    out = Path(args.out) if args.out else checkpoint.directory.parent.parent
-    grid_report(model, checkpoint.spec, task, out, lengths=args.lengths, depths=args.depths, window=args.window,
-                samples=args.samples)
-    return 0
-
-
-def load_run(path: str):
-    """(checkpoint, model with its weights, the spec's task on its held-out split) of a checkpoint
-    or run folder (its newest usable checkpoint)."""
-    import dataclasses
-
-    from .assemblies import build
-    from .tasks import make_task
-    from .training.runs.checkpoint import CheckpointError, load_weights, read_checkpoint
-    from .training.runs.run_checkpoints import load_newest
-
-    def load(folder):
-        checkpoint = read_checkpoint(folder, training_state=False)
-        model = build(checkpoint.spec)
-        load_weights(checkpoint, model)
-        return checkpoint, model
-
-    checkpoint, model = load_newest(path, load)
-    spec = checkpoint.spec
-    if spec.training is None:
-        raise CheckpointError(f"{checkpoint.directory}: its spec has no training: section naming a task")
-    task = make_task(spec.training.task.name, spec.training.task.options, spec.model.vocab_size)
-    if hasattr(task, "split"):
-        task = dataclasses.replace(task, split="eval")  # held-out text
-    return checkpoint, model, task
+    if args.holdout is not None and not 0 < args.holdout <= 0.5:
+        raise ValueError(f"--holdout must lie in (0, 0.5], got {args.holdout}")
+    return run(args)
 
 
 def add_text_commands(commands) -> None:
@@ -279,34 +255,6 @@ def plot_runs(args: argparse.Namespace) -> int:
 
     out = plot(args.runs, args.out or Path(args.runs[0]) / "loss.png")
     print(f"wrote {out}")
-    return 0
-
-
-def evaluate_perplexity(args: argparse.Namespace, runs: list) -> int:
-    """`eval --metric perplexity`: each run's table and JSON in its folder, one PNG of all runs."""
-    from pathlib import Path
-
-    from .training.reports.perplexity_plot import plot_perplexity
-    from .training.reports.text_report import perplexity_report
-
-    results = {}
-    for (checkpoint, model, task), path in zip(runs, args.checkpoint):
-        if task.name != "text":
-            raise ValueError(f"{path}: --metric perplexity needs a run of the text task, not {task.name}")
-        spec = checkpoint.spec
-        run_dir = checkpoint.directory.parent.parent
-        lengths = args.lengths or list(spec.training.eval.lengths or [spec.training.seq_len])
-        window = args.window or spec.training.test_window
-        label = run_dir.name if run_dir.name not in results else str(run_dir)
-        results[label] = perplexity_report(model, spec, task, run_dir, lengths, window=window, label=label,
-                                           samples=args.samples or spec.training.eval.documents,
-                                           chunk_size=args.chunk_size, plot=False)
-    out = Path(args.out) if args.out else runs[0][0].directory.parent.parent
-    out.mkdir(parents=True, exist_ok=True)
-    windows = {result["window"] for result in results.values()}
-    png = out / f"perplexity-window{windows.pop() if len(windows) == 1 else 's'}.png"
-    plot_perplexity(results, png, title="perplexity against context length, held-out text")
-    print(f"wrote {png}")
     return 0
 
 

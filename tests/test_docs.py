@@ -144,10 +144,26 @@ def test_the_distill_pages_commands_and_python_run_as_written(doc_world, monkeyp
         exec(compile(block, f"docs/distill.md (python block {index + 1})", "exec"), namespace)
     assert (here / "runs" / "smollm2-gdn-full" / "model" / "config.json").is_file()
     assert [row["layer"] for row in namespace["measured"]["layers"]] == [0, 1, 2]
-    assert "gated_deltanet" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "gated_deltanet" in out
+    page = (ROOT / "docs" / "distill.md").read_text()
+    section = page[page.index("## Evaluating beside the teacher"):]
+    excerpt = re.search(r"^```\n(perplexity over.*?)^```", section, re.S | re.M).group(1)
+    for line in excerpt.splitlines():  # the evaluation table is what `layerzoo eval runs/smollm2-gdn` printed
+        assert re.search(printed_line(line), out, re.M), f"docs/distill.md: not printed: {line}"
+    assert (here / "runs" / "compare" / "perplexity-windowspec.png").is_file()
+    assert (here / "runs" / "teacher" / "perplexity-SmolLM2-135M-windowspec.json").is_file()
+    assert (here / "runs" / "smollm2-gdn" / "eval-teacher-windowspec.json").is_file()
     options = next(block for block in doc_blocks("distill.md", "yaml") if block.startswith("distill:"))
     (here / "as-written.yaml").write_text(options)  # the Options file itself, uncut, reads against the student
     assert distillation_spec(namespace["conversion"].student.config, here / "as-written.yaml").sections["distill"]
+
+
+def printed_line(line: str) -> str:
+    """A regex of an output line of the docs: its words as written, each number (or '-') any number
+    or '-', each run of spaces any (column widths follow the numbers)."""
+    cells = [r"(?:[\d,.]+|-)" if re.fullmatch(r"[\d,.]+|-", cell) else re.escape(cell) for cell in line.split()]
+    return r"^\s*" + r"\s+".join(cells) + r"\s*$"
 
 
 def test_the_readmes_convert_and_distill_commands_are_the_pages():

@@ -42,6 +42,7 @@ LAYERS = (
     ("hf",),  # above the facade: `import layerzoo` never pulls in transformers (layerzoo/hf/__init__.py says why)
     ("convert",),  # a Hugging Face transformer into a layerzoo hybrid
     ("distill",),  # a conversion folder distilled (training.distill) and written as a Hugging Face folder
+    ("side_by_side",),  # `layerzoo eval`: training runs, distill runs and model folders scored side by side
     ("cli", "__main__"),
 )
 

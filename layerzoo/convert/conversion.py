@@ -101,10 +101,18 @@ class Conversion:
             raise ConvertError(f"{out_dir / RECORD}: the teacher's folder {source} is missing (the teacher is read "
                                "from it again: restore it there, or point conversion.json's teacher at it)")
         student = LayerzooForCausalLM.from_pretrained(out_dir).model
-        folder = TeacherFolder.read(source)
-        teacher = read_teacher(folder)
-        check_weights(folder, teacher)
-        return cls(load_teacher(folder, teacher), student, tuple(converted), folder.path, teacher.token_ids)
+        folder, teacher, model = read_teacher_folder(source)
+        return cls(model, student, tuple(converted), folder.path, teacher.token_ids)
+
+
+def read_teacher_folder(path: str | Path) -> tuple[TeacherFolder, Teacher, CausalLM]:
+    """A teacher folder (what `convert` reads: a Llama, Mistral, Qwen2 or Qwen3 folder, or a
+    layerzoo folder of attention layers), its description and its model in layerzoo with the
+    folder's tensors; ConvertError in one line, before any weight is allocated, as `convert`'s."""
+    folder = TeacherFolder.read(path)
+    teacher = read_teacher(folder)
+    check_weights(folder, teacher)
+    return folder, teacher, load_teacher(folder, teacher)
 
 
 def convert(teacher_folder: str | Path, pattern: Pattern, out: str | Path | None = None, *, seed: int = 0) -> Conversion:

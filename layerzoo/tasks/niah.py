@@ -4,14 +4,21 @@ A needle is `NEEDLE k_1..k_K IS v_1..v_L`; a query at the end is `QUERY k_1..k_K
 and the targets ask for each value token from the position before it (teacher forcing), so the
 score is the fraction of value tokens recalled. Filler, keys and values use disjoint vocabulary
 ranges: [8, V/2), [V/2, 3V/4), [3V/4, V); tokens 1-3 are the NEEDLE, IS and QUERY markers.
+
+Those are ids of the task's own vocabulary, which a model trained on it learns. A model that reads
+a tokenizer's text (a pretrained transformer, its conversion) gets TokenNIAH: the same examples,
+each id standing for one of the tokenizer's ordinary tokens.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import torch
 
+from ..errors import OptionError
 from ..options import option
 from .base import IGNORE, Task, randint, require, sample_distinct
 
@@ -135,3 +142,37 @@ class NIAH(Task):
             return []
         gaps = torch.randint(0, room - count * self.needle_len + 1, (count,), generator=generator).sort().values
         return [offset + int(gap) + i * self.needle_len for i, gap in enumerate(gaps)]
+
+
+@dataclass(frozen=True)
+class TokenNIAH(NIAH):
+    """NIAH written in a tokenizer's tokens: the task's id i (vocab_size = len(tokens)) is the
+    token tokens[i], in inputs and targets alike, so markers, filler, keys and values are tokens
+    the tokenizer has (disjoint sets of them, as the ranges are). A model that reads text
+    recalls a needle by copying from context, as induction heads do; nothing here is text it
+    was trained on."""
+
+    tokens: tuple[int, ...] = ()
+
+    @cached_property
+    def table(self) -> torch.Tensor:
+        return torch.tensor(self.tokens, dtype=torch.long)
+
+    def example(self, seq_len, generator, depth=None):
+        ids, targets = super().example(seq_len, generator, depth)
+        scored = targets != IGNORE
+        return self.table[ids], torch.where(scored, self.table[targets.clamp(min=0)], targets)
+
+
+def in_tokens(tokens: Sequence[int], seed: int = 0, **options) -> TokenNIAH:
+    """TokenNIAH (NIAH's `options`) over `tokens`, a tokenizer's ordinary token ids, in an order
+    drawn from `seed`: which tokens are filler, keys, values and markers is a seeded choice, not
+    the tokenizer's id order (where rare merges come last). OptionError (key "tokenizer") when
+    there are too few tokens for the disjoint ranges."""
+    if len(tokens) < 64:
+        raise OptionError("tokenizer", f"has {len(tokens)} ordinary tokens (not special, not EOS); NIAH needs >= 64 "
+                                       "for its disjoint filler, key and value tokens")
+    order = torch.randperm(len(tokens), generator=torch.Generator().manual_seed(seed)).tolist()
+    task = TokenNIAH(**options, vocab_size=len(tokens), tokens=tuple(int(tokens[i]) for i in order))
+    task.check(len(tokens))
+    return task

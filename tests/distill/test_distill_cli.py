@@ -9,28 +9,10 @@ import sys
 
 import pytest
 import torch
-import yaml
 
 from layerzoo.cli import main
-from tests.helpers.conversion import write_teacher, write_text
-from tests.training.distill.conftest import GDN, settings
 
 transformers = pytest.importorskip("transformers")
-
-
-@pytest.fixture(scope="module")
-def folders(tmp_path_factory):
-    """A layerzoo attention teacher, its conversion by `layerzoo convert` (layer 1 Gated DeltaNet),
-    and a distill config file."""
-    root = tmp_path_factory.mktemp("distill-cli")
-    corpus = write_text(root / "corpus")
-    teacher = write_teacher(corpus, root / "teacher")
-    assert main(["convert", str(teacher), "--pattern", GDN, "--out", str(root / "converted")]) == 0
-    text = type("Text", (), {"corpus": corpus})
-    config = root / "distill.yaml"
-    config.write_text(yaml.safe_dump({"distill": settings(text, align={"steps": 2, "batch_size": 2, "seq_len": 32},
-                                                          end_to_end={"steps": 2, "batch_size": 2, "seq_len": 32})}))
-    return type("Folders", (), {"root": root, "converted": root / "converted", "teacher": teacher, "config": config})
 
 
 def test_distill_writes_a_run_and_a_student_that_transformers_loads(folders, tmp_path, capsys):

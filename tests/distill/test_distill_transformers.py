@@ -1,7 +1,8 @@
 """A transformers teacher through both commands: a tiny random Llama (and Qwen3) saved with a
 tokenizer trained on the corpus, `layerzoo convert` into a Gated DeltaNet : attention 1:1 hybrid,
 `layerzoo distill` for two steps a stage; the reliance measure has a row for each converted layer,
-and AutoModelForCausalLM loads the student and generates on its state."""
+and AutoModelForCausalLM loads the student and generates on its state; `layerzoo eval` scores it
+beside the teacher folder."""
 
 from __future__ import annotations
 
@@ -52,3 +53,9 @@ def test_a_transformers_teacher_converts_distils_and_generates(case, tmp_path):
     assert tokens.shape[1] == ids.shape[1] + 4 and torch.equal(tokens, greedy)
     cache = generated.cache if hasattr(generated, "cache") else generated.past_key_values
     assert isinstance(cache, layerzoo.hf.LayerzooCache)
+
+    # beside its teacher, the transformers folder read as `layerzoo convert` reads it
+    assert main(["eval", str(run), "--lengths", "32", "64"]) == 0
+    for name, kind in (("perplexity-teacher-windowspec", "teacher"), ("perplexity-windowspec", "student")):
+        report = json.loads((run / f"{name}.json").read_text())
+        assert report["kind"] == kind and all(math.isfinite(row["loss"]) for row in report["lengths"])

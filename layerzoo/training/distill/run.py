@@ -51,7 +51,8 @@ LOSS_LABELS = {"align": "mean squared error, mean over converted layers",
                "end_to_end": "KL to the teacher (+ ce_weight x CE), nats per token"}
 MODEL_FOLDER = "model"  # where `layerzoo distill` writes the final student as a transformers folder
 DISTILL_FILES = ("spec.yaml", "tokenizer", "tokenizer.partial-*", "align", "end_to_end", "loss-*.png", "reliance.json",
-                 "distill-report.json", MODEL_FOLDER, f"{MODEL_FOLDER}.partial-*")
+                 "distill-report.json", MODEL_FOLDER, f"{MODEL_FOLDER}.partial-*",
+                 "perplexity-*.json", "perplexity-*.png", "eval-*.json", "eval-*.png")  # the last: `layerzoo eval RUN_DIR`'s
 
 
 class Conversion(Protocol):

@@ -25,19 +25,29 @@ def grid_report(model: nn.Module, spec: Spec, task: Task, out_dir: str | Path, *
     depths = list(config.depths if depths is None else depths)
     window = spec.training.test_window if window is None else window
     samples = config.samples if samples is None else samples
+    return write_grid(model, task, Path(out_dir) / report_stem("eval", window), lengths, depths, samples,
+                      label=spec.name or "model", spec=spec.name, train_length=trained_length(spec, model),
+                      seed=spec.training.seed + 2, window=window, batch_size=config.batch_size, context=context,
+                      autocast=autocast)
+
+
+def write_grid(model: nn.Module, task: Task, stem: str | Path, lengths: list[int], depths: list[float], samples: int, *,
+               label: str, spec: str | None = None, train_length: int | None = None, seed: int = 2,
+               window: int | None = None, batch_size: int = 16, context: Context = LOCAL, autocast=None,
+               about: dict | None = None) -> dict:
+    """evaluate_grid of `model` (named `label`; `seed` draws the examples), print the table, write
+    <stem>.json (with `about`'s keys too) and .png (rank 0 only); returns the grid."""
     extra = {} if autocast is None else {"autocast": autocast}
-    grid = evaluate_grid(model, task, lengths, depths, samples, spec.training.seed + 2,
-                         window=window, batch_size=config.batch_size, context=context, **extra)
+    grid = evaluate_grid(model, task, lengths, depths, samples, seed, window=window, batch_size=batch_size,
+                         context=context, **extra)
+    grid = {"spec": spec, **(about or {}), "task": task.name, "train_length": train_length, **grid}
     if context.is_main:
-        out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        stem = out_dir / report_stem("eval", window)
-        train_length = trained_length(spec, model)
-        grid = {"spec": spec.name, "task": task.name, "train_length": train_length, **grid}
+        stem = Path(stem)
+        stem.parent.mkdir(parents=True, exist_ok=True)
         Path(f"{stem}.json").write_text(json.dumps(grid, indent=1))
-        plot_heatmap(grid, f"{stem}.png", title=f"{spec.name or 'model'}: {task.name} accuracy",
-                     train_length=train_length)
-        print(f"{task.name} accuracy (%), test window {window or 'as in spec'}, trained at length {train_length}:")
+        plot_heatmap(grid, f"{stem}.png", title=f"{label}: {task.name} accuracy", train_length=train_length)
+        trained = "" if train_length is None else f", trained at length {train_length}"
+        print(f"{label}: {task.name} accuracy (%), test window {window or 'as in spec'}{trained}:")
         print(format_table(grid))
         print(f"wrote {stem}.json and {stem}.png")
     return grid

@@ -91,7 +91,8 @@ def copy_files(files: dict[str, Path], folder: Path) -> None:
 
 def report_stem(kind: str, window: int | None) -> str:
     """A report's file name without its extension: `eval-window16`, `perplexity-windowspec`
-    (kind "eval" or "perplexity"; window None: the spec's own windows)."""
+    (kind "eval" or "perplexity", or one and a model's name: `perplexity-teacher`; window None: the
+    spec's own windows)."""
     return f"{kind}-window{window or 'spec'}"
 
 
