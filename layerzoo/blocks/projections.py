@@ -6,10 +6,10 @@ Two rules, chosen per model (a spec's `model.projection_init`):
   normal   weights N(0, std), biases 0: what transformers' and fla's models draw (std 0.02 by
            default, the model's `init_std`).
 
-The two agree near fan_in 830 and differ several-fold at the tiny specs' width (U's std is 0.072
-at fan_in 64), where neither is better everywhere: language modelling on text leaves the unigram
-plateau three times sooner with `normal`, while the NIAH main job learns its task with `uniform`
-and not with `normal` in the same steps (docs/results.md, "Why the text hybrids started slowly").
+The two agree near fan_in 830 and differ several-fold at the tiny specs' width, where neither
+is better everywhere: language modelling on text leaves the unigram plateau far sooner with
+`normal`, while the NIAH main job learns its task with `uniform` and not with `normal` in the
+same steps (docs/results.md, "Why the text hybrids started slowly").
 
 A module takes the rule in force when it is constructed and keeps it, so that re-running its
 `reset_parameters()` later (a meta-device build, weights missing from a checkpoint) draws by the
