@@ -210,13 +210,17 @@ def read_task(section: Any, locations: Locations, path: KeyPath, vocab_size: int
 def check_one_window(windows: list[tuple[KeyPath, int | None]], model: ModelConfig | None, locations: Locations,
                      path: KeyPath) -> None:
     """A window schedule or eval window sets every SWA layer to one window: refuse a model whose
-    SWA layers have different windows, rather than silently overwrite its per-layer overrides.
+    SWA layers have different windows, rather than silently overwrite its per-layer overrides, and
+    a model without SWA layers, where it would silently do nothing.
     windows: (key below `path`, its window or None when unset) of each setting that would."""
     key = next((key for key, window in windows if window is not None), None)
     if model is None or key is None:
         return
     windows = sorted({layer.options["window"] for layer in model.layers
                       if issubclass(get_mixer(layer.type).cls, SlidingWindowAttention)})
+    if not windows:
+        raise fail(locations, path + key, "sets the SWA layers' window, but this model has no SWA layer; "
+                                          "give it window: {schedule: fixed, long: null}")
     if len(windows) > 1:
         raise fail(locations, path + key,
                    f"sets one window for every SWA layer, but this model's SWA layers have windows {windows}; "

@@ -87,6 +87,14 @@ def test_a_window_schedule_refuses_per_layer_windows(tiny_spec):
         load_spec(tiny_spec, per_layer + ["training.window={schedule: fixed, long: null}", "training.eval.window=8"])
 
 
+def test_a_window_on_a_model_without_swa_layers_is_refused(tiny_spec):
+    with pytest.raises(SpecError, match=r"training\.window: sets the SWA layers' window, but this model has no SWA "
+                                        r"layer; give it window: \{schedule: fixed, long: null\}"):
+        load_spec(tiny_spec, ["model.pattern=[attention]"])
+    kept = load_spec(tiny_spec, ["model.pattern=[attention]", "training.window={schedule: fixed, long: null}"])
+    assert {layer.type for layer in kept.model.layers} == {"attention"}
+
+
 def test_mixed_precision_leaves_precision_at_auto(tiny_spec):
     fsdp = ["training.parallel=fsdp", "training.mixed_precision=bf16"]
     assert load_spec(tiny_spec, fsdp).training.mixed_precision == "bf16"

@@ -50,3 +50,9 @@ def test_a_stochastic_window_needs_one_window_for_every_swa_layer():
     student = layerzoo.load_spec({"model": model}).model
     with pytest.raises(SpecError, match=r"distill.window: sets one window for every SWA layer.*\[4, 8\]"):
         distillation_spec(student, {"data": {"files": ["a.txt"]}, "window": {"schedule": "fixed", "long": 8}})
+
+
+def test_a_window_for_a_student_without_swa_layers_is_refused():
+    with pytest.raises(SpecError, match=r"distill.window: sets the SWA layers' window, but this model has no SWA layer"):
+        distillation_spec(STUDENT, {"data": {"files": ["a.txt"]}, "window": {"schedule": "stochastic", "short": 4,
+                                                                           "long": 8}})
