@@ -46,7 +46,8 @@ ARMS = {
 def layerzoo(log: Path, *args: str) -> None:
     """One `layerzoo` command, printed, run single-threaded (two at a time, as sweeps run), its
     output to `log`."""
-    print("layerzoo " + " ".join(f"'{arg}'" if " " in arg or "*" in arg else arg for arg in args), flush=True)
+    sys.stdout.write("layerzoo " + " ".join(f"'{arg}'" if " " in arg or "*" in arg else arg for arg in args) + "\n")
+    sys.stdout.flush()
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as output:
         subprocess.run([sys.executable, "-m", "layerzoo", *args], check=True, stdout=output, stderr=subprocess.STDOUT,
@@ -58,7 +59,8 @@ def run(teacher: Path, out: Path, seeds: int, jobs: int) -> None:
         for name, pattern in PATTERNS.items():
             folder = out / f"convert-{name}-seed{seed}"
             if not (folder / "conversion.json").is_file():
-                layerzoo(out / "logs" / f"{folder.name}.log", "convert", str(teacher), "--pattern", pattern, "--set", f"swa.window={WINDOW}",
+                window = ["--set", f"swa.window={WINDOW}"] if "swa" in pattern else []
+                layerzoo(out / "logs" / f"{folder.name}.log", "convert", str(teacher), "--pattern", pattern, *window,
                          "--seed", str(seed), "--out", str(folder))
 
     def distil(arm: str, seed: int) -> None:

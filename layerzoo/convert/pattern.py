@@ -107,6 +107,10 @@ def read_mapping(section: Mapping[str, Any], teacher: ModelConfig) -> Plan:
         names = cycled(list(section["pattern"]), teacher.n_layers)
     else:
         raise ConvertError(f"pattern: pattern must be a rule string or a list of names, got {section['pattern']!r:.80}")
+    unused = [str(name) for name in mixers if name not in names]
+    if unused:  # options for a mixer no layer becomes (a misspelt name, a --set for another pattern) are not dropped silently
+        raise ConvertError(f"pattern: mixers.{unused[0]}: options given, but no layer becomes {unused[0]!r} (the "
+                           f"layers become {', '.join(map(str, dict.fromkeys(names)))})")
     return resolve(names, {str(name): dict(body or {}) for name, body in mixers.items()})
 
 

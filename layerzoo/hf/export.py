@@ -24,6 +24,7 @@ from ..training.runs.run_checkpoints import load_newest
 from .config import LayerzooConfig
 from .errors import HFError
 from .model import LayerzooForCausalLM, check_exportable
+from .quiet import no_transformers_bars
 
 
 def export_run(run: str | Path, out_dir: str | Path) -> Path:
@@ -66,7 +67,8 @@ def check_empty(out_dir: Path) -> None:
 def write_folder(model: LayerzooForCausalLM, run: Path, out_dir: Path) -> None:
     """model.save_pretrained and the run's tokenizer into out_dir (new, or empty), whole or not at all."""
     def write(folder: Path) -> None:
-        model.save_pretrained(folder)
+        with no_transformers_bars():  # one small file, written in a blink: export prints its own line
+            model.save_pretrained(folder)
         copy_tokenizer(run, folder)
 
     if out_dir.is_dir():  # empty, as checked

@@ -88,6 +88,8 @@ def test_qwen_sliding_windows_from_max_window_layers_on_some_layers_are_refused(
     ({"mixers": {"gated_deltanet": {"n_heads": 2}}, "pattern": "gated_deltanet"}, ("gated_deltanet.n_heads is 2", "needs 4")),
     ({"mixers": {"swa": {"window": 0}}, "pattern": "swa"}, ("layer 0", "window")),
     ({"mixers": {"swa": {"windw": 8}}, "pattern": "swa"}, ("did you mean 'window'",)),
+    ({"mixers": {"swa": {"window": 8}}, "pattern": "gated_deltanet"},
+     ("mixers.swa: options given, but no layer becomes 'swa'", "the layers become gated_deltanet")),
     ({"pattern": "swa", "d_model": 32}, ("d_model is 32", "teacher's is 64")),
     ({"pattern": "swa", "ffn": False}, ("ffn", "the teacher's")),
     ({"layers": ["swa"]}, ("one mixer name for each of the teacher's 2 layers",)),
