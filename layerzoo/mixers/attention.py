@@ -242,6 +242,16 @@ def set_window(model: nn.Module, window: int) -> int:
 
     The SWAX recipe samples a window per batch and evaluates at a test window other than the
     training one; both are this call, no rebuild.
+
+    Args:
+        model: any module; every SlidingWindowAttention inside it (the module itself included) is set.
+        window: keys each query attends to, itself included: an int >= 1.
+
+    Returns:
+        How many layers were set (0 for a model without SWA layers).
+
+    Raises:
+        OptionError: `window` is not an int >= 1 (checked as the `window` option is).
     """
     window = check_value(SlidingWindowOptions, "window", window)
     layers = sliding_window_layers(model)

@@ -84,6 +84,21 @@ def load_spec(spec: str | Path | dict | Spec, overrides: Iterable[str] = ()) -> 
 
     overrides: `dotted.key=value` strings, as `--set` on the command line, applied last.
     Raises SpecError whose message names the file, the line and the key.
+
+    Args:
+        spec: a shipped spec's name (see `shipped_specs`), a path to a YAML file (its `extends`
+            chain merged underneath it), a dict of a spec's contents, or a Spec (returned as it
+            is when there are no overrides).
+        overrides: `dotted.key=value` strings (`model.d_model=256`, `model.layers.0.type=swa`),
+            each value read as YAML.
+
+    Returns:
+        The validated Spec: `model` (a ModelConfig with every mixer option resolved), `name`,
+        `description`, `source`, and `armt` / `hf_checkpoint` for an ARMT spec.
+
+    Raises:
+        SpecError: the spec cannot be found or read, or a key or value in it (or in an
+            override) is wrong; the message starts with `file:line: key:`.
     """
     overrides = list(overrides)
     if isinstance(spec, Spec):

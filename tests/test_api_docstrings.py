@@ -1,0 +1,136 @@
+"""The API reference's entry points have Google-style docstrings: an `Args:` section naming every
+parameter of the signature, and a `Returns:` section where the call returns something, as
+mkdocstrings (Google style) renders them.
+
+A class names its constructor's parameters in its own docstring (a mixer's are d_model and its
+declared options: its signature). *args / **kwargs count as named when the section has an entry
+for them (`**options:`) or they are left out of the check with `generic=`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import typing
+
+import pytest
+
+SECTIONS = ("Args", "Returns", "Yields", "Raises", "Attributes", "Example", "Examples", "Note", "Notes")
+HEADER = re.compile(rf"^({'|'.join(SECTIONS)}):\s*$")
+ENTRY = re.compile(r"^(\*{0,2}\w+)(?:\s*\([^)]*\))?:(\s|$)")
+
+
+def sections(doc: str) -> dict[str, list[str]]:
+    """A Google-style docstring's sections: header -> its lines, dedented one level. A section runs
+    from its header (alone on an unindented line) to the next unindented line that is not blank."""
+    found: dict[str, list[str]] = {}
+    current = None
+    for line in doc.splitlines():
+        header = HEADER.match(line)
+        if header:
+            current = found.setdefault(header.group(1), [])
+        elif line and not line[0].isspace():
+            current = None
+        elif current is not None:
+            current.append(line)
+    return {name: inspect.cleandoc("\n".join(lines)).splitlines() for name, lines in found.items()}
+
+
+def entries(lines: list[str]) -> list[str]:
+    """The names an Args (or Raises) section describes: its unindented `name:` / `name (type):` lines."""
+    return [match.group(1) for line in lines if line and not line[0].isspace() and (match := ENTRY.match(line))]
+
+
+def test_the_parser_reads_google_sections():
+    doc = inspect.cleandoc("""One line.
+
+        Prose about `x`: it says nothing here.
+
+        Args:
+            x: (B, T, d_model) input,
+                over two lines: still x.
+            state (Any): or None.
+            **options: the rest.
+
+        Returns:
+            y (B, T, d_model).
+
+        Raises:
+            OptionError: a bad option.
+        """)
+    found = sections(doc)
+    assert entries(found["Args"]) == ["x", "state", "**options"]
+    assert found["Returns"] == ["y (B, T, d_model)."]
+    assert entries(found["Raises"]) == ["OptionError"]
+    assert "Args" not in sections("Args: in prose, not a header.\n    x: nothing")
+
+
+# The entry points, as "module:qualified.name". Methods are checked as their class defines them.
+ENTRY_POINTS = [
+    # layerzoo (its __all__'s functions)
+    "layerzoo.assemblies.build:build",
+    "layerzoo.specs.spec:load_spec",
+    "layerzoo.specs.files:shipped_specs",
+    "layerzoo.registry:get_mixer",
+    "layerzoo.registry:list_mixers",
+    "layerzoo.registry:register_mixer",
+    "layerzoo.registry:unregister_mixer",
+    "layerzoo.options.section:option",
+    "layerzoo.mixers.attention:set_window",
+]
+
+# Entry points whose signature's *args / **kwargs are documented in the prose, not as Args entries.
+GENERIC: dict[str, tuple[str, ...]] = {}
+
+# What a class's docstring names when its signature is not the list of its constructor's own
+# parameters (a transformers config's signature holds every PretrainedConfig field).
+PARAMETERS: dict[str, typing.Callable[[type], list[str]]] = {}
+
+
+def resolve(path: str):
+    module, _, name = path.partition(":")
+    obj = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def parameters(path: str, obj) -> list[str]:
+    """The names the Args section must hold: the signature's, less self / cls."""
+    if path in PARAMETERS:
+        return PARAMETERS[path](obj)
+    signature = inspect.signature(obj)
+    names = []
+    for parameter in signature.parameters.values():
+        if parameter.name in ("self", "cls") or parameter.name in GENERIC.get(path, ()):
+            continue
+        prefix = {parameter.VAR_POSITIONAL: "*", parameter.VAR_KEYWORD: "**"}.get(parameter.kind, "")
+        names.append(prefix + parameter.name)
+    return names
+
+
+def returns_something(obj) -> bool:
+    """Whether a function's annotation says it returns a value (no annotation: it does)."""
+    annotation = inspect.signature(obj).return_annotation
+    return annotation not in (None, "None", type(None))
+
+
+@pytest.mark.parametrize("path", ENTRY_POINTS)
+def test_an_entry_point_documents_its_arguments_and_result(path):
+    if path.startswith("layerzoo.hf"):
+        pytest.importorskip("transformers")
+    obj = resolve(path)
+    doc = inspect.getdoc(obj) or ""
+    found = sections(doc)
+    wanted = parameters(path, obj)
+    if wanted:
+        assert "Args" in found, f"{path}: no Args: section"
+        named = entries(found["Args"])
+        missing = [name for name in wanted if name not in named and name.lstrip("*") not in named]
+        assert not missing, f"{path}: Args: does not name {', '.join(missing)}"
+        unknown = [name for name in named if name not in wanted and "*" + name not in wanted
+                   and "**" + name not in wanted]
+        assert not unknown, f"{path}: Args: names {', '.join(unknown)}, which the signature does not have"
+    if not inspect.isclass(obj) and returns_something(obj):
+        assert found.get("Returns"), f"{path}: no Returns: section"
