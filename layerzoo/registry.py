@@ -159,7 +159,7 @@ def get_mixer(name: str) -> MixerEntry:
 
     Returns:
         Its MixerEntry: `cls`, the mixer class; `options`, its declared options (name ->
-        OptionInfo, in declaration order); `test_options`; `check(d_model, **options)`.
+            OptionInfo, in declaration order); `test_options`; `check(d_model, **options)`.
 
     Raises:
         UnknownNameError: `name` is not registered (a LayerzooError and a KeyError).

@@ -3,7 +3,7 @@ parameter of the signature, and a `Returns:` section where the call returns some
 mkdocstrings (Google style) renders them.
 
 A class names its constructor's parameters in its own docstring (a mixer's are d_model and its
-declared options: its signature). *args / **kwargs count as named when the section has an entry
+declared options: its signature; the options, taken as **options, go under `Keyword Args:`). *args / **kwargs count as named when the section has an entry
 for them (`**options:`) or they are left out of the check with `generic=`.
 """
 
@@ -12,11 +12,12 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+import textwrap
 import typing
 
 import pytest
 
-SECTIONS = ("Args", "Returns", "Yields", "Raises", "Attributes", "Example", "Examples", "Note", "Notes")
+SECTIONS = ("Args", "Keyword Args", "Returns", "Yields", "Raises", "Attributes", "Example", "Examples", "Note", "Notes")
 HEADER = re.compile(rf"^({'|'.join(SECTIONS)}):\s*$")
 ENTRY = re.compile(r"^(\*{0,2}\w+)(?:\s*\([^)]*\))?:(\s|$)")
 
@@ -34,7 +35,7 @@ def sections(doc: str) -> dict[str, list[str]]:
             current = None
         elif current is not None:
             current.append(line)
-    return {name: inspect.cleandoc("\n".join(lines)).splitlines() for name, lines in found.items()}
+    return {name: textwrap.dedent("\n".join(lines)).strip("\n").splitlines() for name, lines in found.items()}
 
 
 def entries(lines: list[str]) -> list[str]:
@@ -54,14 +55,15 @@ def test_the_parser_reads_google_sections():
             **options: the rest.
 
         Returns:
-            y (B, T, d_model).
+            y (B, T, d_model),
+                the same dtype as x.
 
         Raises:
             OptionError: a bad option.
         """)
     found = sections(doc)
     assert entries(found["Args"]) == ["x", "state", "**options"]
-    assert found["Returns"] == ["y (B, T, d_model)."]
+    assert found["Returns"] == ["y (B, T, d_model),", "    the same dtype as x."]
     assert entries(found["Raises"]) == ["OptionError"]
     assert "Args" not in sections("Args: in prose, not a header.\n    x: nothing")
 
@@ -78,6 +80,31 @@ ENTRY_POINTS = [
     "layerzoo.registry:unregister_mixer",
     "layerzoo.options.section:option",
     "layerzoo.mixers.attention:set_window",
+    # the mixer contract
+    "layerzoo.mixers.base:Mixer",
+    "layerzoo.mixers.base:Mixer.forward",
+    "layerzoo.mixers.base:Mixer.mix",
+    "layerzoo.mixers.base:Mixer.init_state",
+    "layerzoo.mixers.base:Mixer.state_size",
+    "layerzoo.mixers.base:MixerOptions.check",
+    # the mixers: a class names d_model and its declared options (its signature)
+    "layerzoo.mixers.attention:Attention",
+    "layerzoo.mixers.attention:SlidingWindowAttention",
+    "layerzoo.mixers.attention:CausalAttention.init_state",
+    "layerzoo.mixers.attention:CausalAttention.state_size",
+    "layerzoo.mixers.mlstm:MLSTM",
+    "layerzoo.mixers.mlstm:MLSTM.init_state",
+    "layerzoo.mixers.mlstm:MLSTM.state_size",
+    "layerzoo.mixers.gated_deltanet:GatedDeltaNet",
+    "layerzoo.mixers.gated_deltanet:DeltaRuleLayer.init_state",
+    "layerzoo.mixers.gated_deltanet:DeltaRuleLayer.state_size",
+    "layerzoo.mixers.kda:KimiDeltaAttention",
+    "layerzoo.mixers.mamba2:Mamba2",
+    "layerzoo.mixers.mamba2:Mamba2.init_state",
+    "layerzoo.mixers.mamba2:Mamba2.state_size",
+    "layerzoo.mixers.assoc_memory:AssociativeMemory",
+    "layerzoo.mixers.assoc_memory:AssociativeMemory.init_state",
+    "layerzoo.mixers.assoc_memory:AssociativeMemory.state_size",
 ]
 
 # Entry points whose signature's *args / **kwargs are documented in the prose, not as Args entries.
@@ -126,11 +153,22 @@ def test_an_entry_point_documents_its_arguments_and_result(path):
     wanted = parameters(path, obj)
     if wanted:
         assert "Args" in found, f"{path}: no Args: section"
-        named = entries(found["Args"])
+        named = entries(found["Args"]) + entries(found.get("Keyword Args", []))
         missing = [name for name in wanted if name not in named and name.lstrip("*") not in named]
         assert not missing, f"{path}: Args: does not name {', '.join(missing)}"
-        unknown = [name for name in named if name not in wanted and "*" + name not in wanted
-                   and "**" + name not in wanted]
+        unknown = [name for name in named if not name.startswith("*") and name not in wanted
+                   and "*" + name not in wanted and "**" + name not in wanted]
         assert not unknown, f"{path}: Args: names {', '.join(unknown)}, which the signature does not have"
     if not inspect.isclass(obj) and returns_something(obj):
         assert found.get("Returns"), f"{path}: no Returns: section"
+    if found.get("Returns"):
+        first, *rest = found["Returns"]
+        assert all(not line or line[0].isspace() for line in rest), (
+            f"{path}: Returns: continues at its first line's indent (griffe reads each such line as a "
+            "value of its own): indent the continuation lines")
+        assert not GRIFFE_NAMED.match(first), (
+            f"{path}: Returns: starts as `name (type):`, which griffe reads as a named, typed value")
+
+
+# How griffe's Google parser reads an item's first line: a `name (type):` prefix, when there is one.
+GRIFFE_NAMED = re.compile(r"^\w*\s*\(.+\):")

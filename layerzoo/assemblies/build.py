@@ -32,7 +32,7 @@ def build(spec: str | Path | dict | Spec | ModelConfig, overrides: list[str] = (
 
     Returns:
         The model: a CausalLM (`model(input_ids)` maps (B, T) token ids to (B, T, vocab_size)
-        logits), or an ARMT for a spec with an `armt:` section.
+            logits), or an ARMT for a spec with an `armt:` section.
 
     Raises:
         SpecError: the spec cannot be read or is invalid (the message names the file, line and key).

@@ -195,11 +195,30 @@ class CausalAttention(Mixer):
         return k[:, start:].clone(), v[:, start:].clone()
 
     def init_state(self, batch_size: int) -> KVCache:
+        """The empty KVCache for `batch_size` streams.
+
+        Args:
+            batch_size: streams N the cache holds.
+
+        Returns:
+            KVCache with k, v (N, 0, n_kv_heads, head_dim) in the weights' dtype, lengths None and
+                position (N,) int64 zeros. A call returns k, v (N, L, n_kv_heads, head_dim) keys (after
+                RoPE) and values: every token seen for full attention, the last window - 1 for SWA.
+        """
         weight = self.q_proj.weight
         empty = weight.new_zeros(batch_size, 0, self.n_kv_heads, self.head_dim)
         return KVCache(empty, empty.clone(), None, torch.zeros(batch_size, dtype=torch.long, device=weight.device))
 
     def state_size(self, seq_len: int) -> int:
+        """Elements per stream after `seq_len` tokens: keys and values kept, and the position.
+
+        Args:
+            seq_len: tokens the stream has seen.
+
+        Returns:
+            2 * kept * n_kv_heads * head_dim + 1, kept = seq_len (full attention) or
+                min(seq_len, window - 1) (SWA).
+        """
         kept = seq_len if self.window is None else min(seq_len, self.window - 1)
         return 2 * kept * self.n_kv_heads * self.head_dim + 1  # + the position
 
@@ -212,6 +231,30 @@ class Attention(CausalAttention):
 
     Shapes: x (B, T, d_model) -> (B, T, d_model); head_dim defaults to d_model // n_heads. The streaming
     state is a KVCache of every token seen.
+
+    Args:
+        d_model: width of the input and output.
+        **options: the options below, by keyword; each left out takes its default.
+
+    Keyword Args:
+        n_heads (int): query heads; default 8.
+        n_kv_heads (int | None): key/value heads, dividing n_heads (grouped-query attention);
+            None (default): n_heads.
+        head_dim (int | None): channels per head, even (RoPE); None (default): d_model // n_heads.
+        rope_theta (float): RoPE base; default 10000.0.
+        qkv_bias (bool): biases on the query, key and value projections (Qwen2); default False.
+        qk_norm (bool): RMSNorm (a weight per channel) on each head's queries and keys, before RoPE
+            (Qwen3); default False.
+        qk_norm_eps (float): epsilon of the qk-norm RMSNorms; default 1e-6.
+        output_gate (bool): multiply the heads' output by sigmoid(gate_proj(x)) (Qwen3-Next); default False.
+        sinks (bool): a learned sink logit per head in every softmax denominator (GPT-OSS); default False.
+        backend (str): the `sliding_window_attention` backend: "auto" (default), "reference",
+            "chunkwise", "sdpa", "flex", "native" or "triton"; with sinks, "auto", "reference",
+            "chunkwise" or "sdpa".
+
+    Raises:
+        OptionError: head_dim (given, or d_model // n_heads) is odd or d_model does not divide by
+            n_heads; n_heads does not divide by n_kv_heads; sinks on a backend without them.
     """
 
     layer_type = "full_attention"
@@ -226,6 +269,32 @@ class SlidingWindowAttention(CausalAttention):
     train with stochastic windows or evaluate at another window without rebuilding. The streaming
     state keeps the last window-1 keys/values, so decoding runs in constant memory; after widening
     the window mid-stream, only what the old state kept is visible.
+
+    Args:
+        d_model: width of the input and output.
+        **options: the options below, by keyword; each left out takes its default.
+
+    Keyword Args:
+        n_heads (int): query heads; default 8.
+        n_kv_heads (int | None): key/value heads, dividing n_heads (grouped-query attention);
+            None (default): n_heads.
+        head_dim (int | None): channels per head, even (RoPE); None (default): d_model // n_heads.
+        rope_theta (float): RoPE base; default 10000.0.
+        qkv_bias (bool): biases on the query, key and value projections (Qwen2); default False.
+        qk_norm (bool): RMSNorm (a weight per channel) on each head's queries and keys, before RoPE
+            (Qwen3); default False.
+        qk_norm_eps (float): epsilon of the qk-norm RMSNorms; default 1e-6.
+        output_gate (bool): multiply the heads' output by sigmoid(gate_proj(x)) (Qwen3-Next); default False.
+        sinks (bool): a learned sink logit per head in every softmax denominator (GPT-OSS); default False.
+        backend (str): the `sliding_window_attention` backend: "auto" (default), "reference",
+            "chunkwise", "sdpa", "flex", "native" or "triton"; with sinks, "auto", "reference",
+            "chunkwise" or "sdpa".
+        window (int): keys each query attends to, itself included, >= 1; default 128. Settable at run
+            time (`mixer.window`, `set_window`).
+
+    Raises:
+        OptionError: head_dim (given, or d_model // n_heads) is odd or d_model does not divide by
+            n_heads; n_heads does not divide by n_kv_heads; sinks on a backend without them.
     """
 
     layer_type = "sliding_attention"

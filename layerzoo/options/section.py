@@ -47,8 +47,8 @@ def option(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MIS
 
     Returns:
         A `dataclasses.field` carrying the bounds, choices and help in its metadata, for a field of
-        a Section or MixerOptions dataclass; the values are checked when the section is made (an
-        OptionError naming the field).
+            a Section or MixerOptions dataclass; the values are checked when the section is made (an
+            OptionError naming the field).
     """
     metadata: dict[str, Any] = {name: value for name, value in zip(BOUNDS, (min, max, above)) if value is not None}
     if choices is not None:

@@ -23,7 +23,7 @@ def shipped_specs() -> list[str]:
 
     Returns:
         The names (the YAML files' stems, "swa-full", ...), sorted; each is a valid `spec` for
-        `load_spec` and `build`.
+            `load_spec` and `build`.
     """
     return sorted(path.stem for path in SHIPPED_DIR.glob("*.yaml"))
 

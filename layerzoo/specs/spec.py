@@ -94,7 +94,7 @@ def load_spec(spec: str | Path | dict | Spec, overrides: Iterable[str] = ()) -> 
 
     Returns:
         The validated Spec: `model` (a ModelConfig with every mixer option resolved), `name`,
-        `description`, `source`, and `armt` / `hf_checkpoint` for an ARMT spec.
+            `description`, `source`, and `armt` / `hf_checkpoint` for an ARMT spec.
 
     Raises:
         SpecError: the spec cannot be found or read, or a key or value in it (or in an
