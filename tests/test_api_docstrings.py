@@ -3,7 +3,8 @@ parameter of the signature, and a `Returns:` section where the call returns some
 mkdocstrings (Google style) renders them.
 
 A class names its constructor's parameters in its own docstring (a mixer's are d_model and its
-declared options: its signature; the options, taken as **options, go under `Keyword Args:`). *args / **kwargs count as named when the section has an entry
+declared options: its signature; the options, taken as **options, go under `Keyword Args:`; a
+state's fields under `Attributes:`). *args / **kwargs count as named when the section has an entry
 for them (`**options:`) or they are left out of the check with `generic=`.
 """
 
@@ -105,6 +106,39 @@ ENTRY_POINTS = [
     "layerzoo.mixers.assoc_memory:AssociativeMemory",
     "layerzoo.mixers.assoc_memory:AssociativeMemory.init_state",
     "layerzoo.mixers.assoc_memory:AssociativeMemory.state_size",
+    # the kernels: each family's public function, its backend choice, its step loop and chunked form
+    "layerzoo.kernels.sliding_window:sliding_window_attention",
+    "layerzoo.kernels.sliding_window:choose_sliding_window_backend",
+    "layerzoo.kernels.sliding_window.reference:sliding_window_attention_reference",
+    "layerzoo.kernels.sliding_window.reference:sliding_window_mask",
+    "layerzoo.kernels.gated_delta_rule:gated_delta_rule",
+    "layerzoo.kernels.gated_delta_rule:choose_gated_delta_rule_backend",
+    "layerzoo.kernels.gated_delta_rule.reference:gated_delta_rule_reference",
+    "layerzoo.kernels.gated_delta_rule.chunkwise:gated_delta_rule_chunkwise",
+    "layerzoo.kernels.mlstm:mlstm",
+    "layerzoo.kernels.mlstm:choose_mlstm_backend",
+    "layerzoo.kernels.mlstm:mlstm_triton",
+    "layerzoo.kernels.mlstm.reference:MLSTMState",
+    "layerzoo.kernels.mlstm.reference:mlstm_reference",
+    "layerzoo.kernels.mlstm.reference:mlstm_step",
+    "layerzoo.kernels.mlstm.chunkwise:mlstm_chunkwise",
+    "layerzoo.kernels.ssd:ssd",
+    "layerzoo.kernels.ssd:choose_ssd_backend",
+    "layerzoo.kernels.ssd.reference:ssd_reference",
+    "layerzoo.kernels.ssd.chunkwise:ssd_chunkwise",
+    "layerzoo.kernels.kda:kda",
+    "layerzoo.kernels.kda:choose_kda_backend",
+    "layerzoo.kernels.kda.reference:kda_reference",
+    "layerzoo.kernels.kda.chunkwise:kda_chunkwise",
+    "layerzoo.kernels.assoc_memory:associative_read",
+    "layerzoo.kernels.assoc_memory:associative_update",
+    "layerzoo.kernels.assoc_memory:choose_assoc_memory_backend",
+    "layerzoo.kernels.assoc_memory.memory:Memory",
+    "layerzoo.kernels.assoc_memory.memory:empty_memory",
+    "layerzoo.kernels.assoc_memory.reference:associative_read_reference",
+    "layerzoo.kernels.assoc_memory.reference:associative_update_reference",
+    "layerzoo.kernels.assoc_memory.feature_map:dpfp",
+    "layerzoo.kernels.assoc_memory.feature_map:features",
 ]
 
 # Entry points whose signature's *args / **kwargs are documented in the prose, not as Args entries.
@@ -152,8 +186,8 @@ def test_an_entry_point_documents_its_arguments_and_result(path):
     found = sections(doc)
     wanted = parameters(path, obj)
     if wanted:
-        assert "Args" in found, f"{path}: no Args: section"
-        named = entries(found["Args"]) + entries(found.get("Keyword Args", []))
+        assert {"Args", "Attributes"} & set(found), f"{path}: no Args: section"
+        named = [name for section in ("Args", "Keyword Args", "Attributes") for name in entries(found.get(section, []))]
         missing = [name for name in wanted if name not in named and name.lstrip("*") not in named]
         assert not missing, f"{path}: Args: does not name {', '.join(missing)}"
         unknown = [name for name in named if not name.startswith("*") and name not in wanted
