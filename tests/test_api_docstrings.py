@@ -139,6 +139,66 @@ ENTRY_POINTS = [
     "layerzoo.kernels.assoc_memory.reference:associative_update_reference",
     "layerzoo.kernels.assoc_memory.feature_map:dpfp",
     "layerzoo.kernels.assoc_memory.feature_map:features",
+    # ARMT around a causal LM
+    "layerzoo.assemblies.armt.wrap:wrap",
+    "layerzoo.assemblies.armt.wrap:load_hf_checkpoint",
+    "layerzoo.assemblies.armt.adapter:save_adapter",
+    "layerzoo.assemblies.armt.adapter:load_adapter",
+    # layerzoo.testing (its __all__ but TOLERANCES, a table)
+    "layerzoo.testing.mixer_suite:check_mixer",
+    "layerzoo.testing.suites:mixer_test",
+    "layerzoo.testing.suites:kernel_test",
+    "layerzoo.testing.conformance:make_mixer",
+    "layerzoo.testing.conformance:state_numel",
+    "layerzoo.testing.conformance:run_in_pieces",
+    "layerzoo.testing.conformance:prefill_then_decode",
+    "layerzoo.testing.conformance:padded_batch",
+    "layerzoo.testing.conformance:check_shapes",
+    "layerzoo.testing.conformance:check_streaming",
+    "layerzoo.testing.conformance:check_empty_inputs",
+    "layerzoo.testing.conformance:check_reentrant",
+    "layerzoo.testing.conformance:check_state_size",
+    "layerzoo.testing.conformance:check_state_contract",
+    "layerzoo.testing.conformance:check_causality",
+    "layerzoo.testing.conformance:check_batch_independence",
+    "layerzoo.testing.conformance:check_reference",
+    "layerzoo.testing.conformance:check_gradients",
+    "layerzoo.testing.conformance:check_padding",
+    "layerzoo.testing.conformance:check_packing",
+    "layerzoo.testing.conformance:check_dtypes",
+    "layerzoo.testing.kernels:KernelCase",
+    "layerzoo.testing.kernels:KernelFamily",
+    "layerzoo.testing.kernels:kernel_cases",
+    "layerzoo.testing.kernels:packed_cases",
+    "layerzoo.testing.kernels:check_kernel_family",
+    "layerzoo.testing.kernels:check_kernel_streaming",
+    "layerzoo.testing.kernels:check_kernel_empty_inputs",
+    "layerzoo.testing.kernels:check_kernel_reference",
+    "layerzoo.testing.kernels:check_kernel_layouts",
+    "layerzoo.testing.kernels:check_kernel_gradients",
+    "layerzoo.testing.kernels:check_kernel_bad_inputs",
+    "layerzoo.testing.kernels:check_kernel_packed",
+    "layerzoo.testing.kernels:check_kernel_bad_offsets",
+    "layerzoo.testing.reports:Report",
+    "layerzoo.testing.tolerances:assert_close",
+    "layerzoo.testing.tolerances:relative_rms_error",
+    "layerzoo.testing.strategies:sequence_splits",
+    "layerzoo.testing.strategies:mixer_inputs",
+    "layerzoo.testing.strategies:mixer_specs",
+    # layerzoo.hf (needs transformers)
+    "layerzoo.hf.config:LayerzooConfig",
+    "layerzoo.hf.config:LayerzooConfig.from_model_config",
+    "layerzoo.hf.config:LayerzooConfig.model_config",
+    "layerzoo.hf.model:LayerzooForCausalLM",
+    "layerzoo.hf.model:LayerzooForCausalLM.from_spec",
+    "layerzoo.hf.model:LayerzooForCausalLM.from_pretrained",
+    "layerzoo.hf.model:LayerzooForCausalLM.forward",
+    "layerzoo.hf.model:LayerzooForCausalLM.generate",
+    "layerzoo.hf.cache:LayerzooCache",
+    "layerzoo.hf.cache:LayerzooCache.advance",
+    "layerzoo.hf.cache:LayerzooCache.reorder_cache",
+    "layerzoo.hf.export:export_run",
+    "layerzoo.hf.export:export_model",
 ]
 
 # Entry points whose signature's *args / **kwargs are documented in the prose, not as Args entries.
@@ -146,7 +206,9 @@ GENERIC: dict[str, tuple[str, ...]] = {}
 
 # What a class's docstring names when its signature is not the list of its constructor's own
 # parameters (a transformers config's signature holds every PretrainedConfig field).
-PARAMETERS: dict[str, typing.Callable[[type], list[str]]] = {}
+PARAMETERS: dict[str, typing.Callable[[type], list[str]]] = {
+    "layerzoo.hf.config:LayerzooConfig": lambda cls: list(inspect.get_annotations(cls)),
+}
 
 
 def resolve(path: str):
@@ -186,7 +248,7 @@ def test_an_entry_point_documents_its_arguments_and_result(path):
     found = sections(doc)
     wanted = parameters(path, obj)
     if wanted:
-        assert {"Args", "Attributes"} & set(found), f"{path}: no Args: section"
+        assert {"Args", "Keyword Args", "Attributes"} & set(found), f"{path}: no Args: section"
         named = [name for section in ("Args", "Keyword Args", "Attributes") for name in entries(found.get(section, []))]
         missing = [name for name in wanted if name not in named and name.lstrip("*") not in named]
         assert not missing, f"{path}: Args: does not name {', '.join(missing)}"
