@@ -10,6 +10,7 @@ for them (`**options:`) or they are left out of the check with `generic=`.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import re
@@ -268,3 +269,54 @@ def test_an_entry_point_documents_its_arguments_and_result(path):
 
 # How griffe's Google parser reads an item's first line: a `name (type):` prefix, when there is one.
 GRIFFE_NAMED = re.compile(r"^\w*\s*\(.+\):")
+
+
+def entry_texts(lines: list[str]) -> dict[str, tuple[str, str]]:
+    """name -> (the type in its parentheses, or "", its text over all its lines) of a section's entries."""
+    found: dict[str, tuple[str, str]] = {}
+    name = None
+    for line in lines:
+        match = re.match(r"^(\*{0,2}\w+)(?:\s*\(([^)]*)\))?:\s*(.*)$", line)
+        if line and not line[0].isspace() and match:
+            name = match.group(1)
+            found[name] = (match.group(2) or "", match.group(3))
+        elif name is not None and line.strip():
+            kind, text = found[name]
+            found[name] = (kind, f"{text} {line.strip()}")
+    return found
+
+
+def documented_default(text: str):
+    """The default an option's entry states: `default X` or `X (default)`, X a Python literal."""
+    match = re.search(r"default (\S+?)[.;,]?(?:\s|$)", text) or re.search(r"(\S+) \(default\)", text)
+    assert match, f"no default in {text!r}"
+    return ast.literal_eval(match.group(1))
+
+
+def annotation_text(annotation) -> str:
+    """An annotation as Python writes it: int, int | None, tuple[int, ...]."""
+    if isinstance(annotation, str):
+        return annotation
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return "None" if annotation is type(None) else annotation.__name__
+    return str(annotation).replace("typing.", "").replace("NoneType", "None")
+
+
+MIXER_CLASSES = [path for path in ENTRY_POINTS if path.startswith("layerzoo.mixers.")
+                 and path.partition(":")[2][:1].isupper() and "." not in path.partition(":")[2]
+                 and not path.endswith(":Mixer")]
+
+
+@pytest.mark.parametrize("path", MIXER_CLASSES)
+def test_a_mixers_documented_options_are_its_declarations(path):
+    """Each option a mixer's Keyword Args: list has its declared type and default (the docstrings
+    repeat what `layerzoo mixers NAME` prints, and must not drift from it)."""
+    from layerzoo.options import declared
+
+    cls = resolve(path)
+    documented = entry_texts(sections(inspect.getdoc(cls))["Keyword Args"])
+    for name, info in declared(cls.Options).items():
+        kind, text = documented[name]
+        assert kind == annotation_text(info.annotation), (
+            f"{path}: {name} is documented as ({kind}), declared {annotation_text(info.annotation)}")
+        assert documented_default(text) == info.default, f"{path}: {name}'s documented default is not {info.default!r}"

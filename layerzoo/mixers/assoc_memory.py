@@ -90,7 +90,8 @@ class AssociativeMemory(Mixer):
         d_mem (int): key width before the DPFP feature map, split over the heads, <= 2**16; default 64.
         n_heads (int): heads, <= 2**12; d_mem and d_model must divide by it; default 1.
         normalize (bool): divide each read by the normalizer z (ARMT's); default True.
-        zero_init_values (bool): start W_v at zero, so that a wrapped model starts unchanged; default True.
+        zero_init_values (bool): start W_v at zero, so that a wrapped model starts unchanged;
+            default True.
         backend (str): the associative memory kernel backend: "auto" (default), "reference" or
             "vectorized".
 

@@ -246,8 +246,10 @@ class Attention(CausalAttention):
         qk_norm (bool): RMSNorm (a weight per channel) on each head's queries and keys, before RoPE
             (Qwen3); default False.
         qk_norm_eps (float): epsilon of the qk-norm RMSNorms; default 1e-6.
-        output_gate (bool): multiply the heads' output by sigmoid(gate_proj(x)) (Qwen3-Next); default False.
-        sinks (bool): a learned sink logit per head in every softmax denominator (GPT-OSS); default False.
+        output_gate (bool): multiply the heads' output by sigmoid(gate_proj(x)) (Qwen3-Next);
+            default False.
+        sinks (bool): a learned sink logit per head in every softmax denominator (GPT-OSS); default
+            False.
         backend (str): the `sliding_window_attention` backend: "auto" (default), "reference",
             "chunkwise", "sdpa", "flex", "native" or "triton"; with sinks, "auto", "reference",
             "chunkwise" or "sdpa".
@@ -284,8 +286,10 @@ class SlidingWindowAttention(CausalAttention):
         qk_norm (bool): RMSNorm (a weight per channel) on each head's queries and keys, before RoPE
             (Qwen3); default False.
         qk_norm_eps (float): epsilon of the qk-norm RMSNorms; default 1e-6.
-        output_gate (bool): multiply the heads' output by sigmoid(gate_proj(x)) (Qwen3-Next); default False.
-        sinks (bool): a learned sink logit per head in every softmax denominator (GPT-OSS); default False.
+        output_gate (bool): multiply the heads' output by sigmoid(gate_proj(x)) (Qwen3-Next);
+            default False.
+        sinks (bool): a learned sink logit per head in every softmax denominator (GPT-OSS); default
+            False.
         backend (str): the `sliding_window_attention` backend: "auto" (default), "reference",
             "chunkwise", "sdpa", "flex", "native" or "triton"; with sinks, "auto", "reference",
             "chunkwise" or "sdpa".

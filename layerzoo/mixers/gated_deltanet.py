@@ -176,7 +176,8 @@ class GatedDeltaNet(DeltaRuleLayer):
         conv_size (int): width of the short convolutions; default 4.
         norm_eps (float): epsilon of the output RMSNorm; default 1e-5.
         chunk_size (int): chunk length of the chunkwise kernel; default 64.
-        backend (str): the `gated_delta_rule` kernel backend: "auto" (default), "reference", "chunkwise" or "fla".
+        backend (str): the `gated_delta_rule` kernel backend: "auto" (default), "reference",
+            "chunkwise" or "fla".
 
     Raises:
         OptionError: d_model does not divide by n_heads (without head_dim), or head_dim *

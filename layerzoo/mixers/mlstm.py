@@ -60,13 +60,15 @@ class MLSTM(Mixer):
 
     Keyword Args:
         n_heads (int): heads; the q/k and v widths must divide by it; default 4.
-        qk_dim_factor (float): q and k width: qk_dim_factor * d_model, split over the heads; default 0.5.
+        qk_dim_factor (float): q and k width: qk_dim_factor * d_model, split over the heads;
+            default 0.5.
         v_dim_factor (float): v and output-gate width: v_dim_factor * d_model, split over the heads;
             default 1.0.
-        gate_soft_cap (float | None): soft cap of the input and forget gate pre-activations; None: uncapped;
-            default 15.0.
+        gate_soft_cap (float | None): soft cap of the input and forget gate pre-activations;
+            None: uncapped; default 15.0.
         chunk_size (int): chunk length of the chunkwise kernel; default 64.
-        backend (str): the `mlstm` kernel backend: "auto" (default), "reference", "chunkwise" or "triton".
+        backend (str): the `mlstm` kernel backend: "auto" (default), "reference", "chunkwise" or
+            "triton".
         norm_eps (float): epsilon of the per-head output LayerNorm; default 1e-6.
 
     Raises:
