@@ -378,19 +378,19 @@ def check_kernel_packed(family: KernelFamily, case: KernelCase, backend: str, le
                         offsets_dtype: torch.dtype = torch.int64) -> None:
     """One call on packed sequences (cu_seqlens; see KernelFamily.packs) equals one call per
     sequence: outputs, final states (with autograd recording and without), and the gradients of
-    both with respect to every input and the initial state. Row s of the case's inputs, its first lengths[s] steps, is sequence s.
+    both with respect to every input and the initial state.
 
     Args:
         family: the KernelFamily.
-        case: a KernelCase of it (kernel_cases draws them).
+        case: a KernelCase of N rows (packed_cases draws it with the lengths).
         backend: the backend's name.
         lengths: N sequence lengths, each in [0, T]; row s of the case's inputs, its first
             lengths[s] steps, is sequence s.
         offsets_dtype: the dtype of cu_seqlens (int32 or int64).
 
     Raises:
-        AssertionError: the packed call's output, final state or a gradient differs from the calls
-            per sequence'.
+        AssertionError: the packed call's output, final state or a gradient differs from those of
+            one call per sequence.
     """
     generator = torch.Generator().manual_seed(0)
     device = next(iter(case.inputs.values())).device
@@ -445,7 +445,7 @@ def check_kernel_bad_offsets(family: KernelFamily, case: KernelCase, backend: st
 
     Args:
         family: the KernelFamily.
-        case: a KernelCase of it (kernel_cases draws them).
+        case: a KernelCase of N rows (packed_cases draws it with the lengths).
         backend: the backend's name.
         lengths: N sequence lengths, as check_kernel_packed takes them.
 

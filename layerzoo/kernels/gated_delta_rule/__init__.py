@@ -117,7 +117,8 @@ def gated_delta_rule(
         ValueError: (one line, before any work) a tensor of the wrong shape, not floating point or
             on another device; q, k, v of different dtypes; a chunk_size that is not an int >= 1;
             malformed cu_seqlens; g holding +inf, or -inf (a full reset) on a chunked backend; an
-            unknown backend, or one these inputs cannot run on (fla without flash-linear-attention, off CUDA or at another chunk_size).
+            unknown backend, or one these inputs cannot run on ("fla" without
+            flash-linear-attention, off CUDA or at another chunk_size).
     """
     return call("gated_delta_rule", {
         "q": (q, "B T H K"), "k": (k, "B T H K"), "v": (v, "B T H V"), "g": (g, "B T H"), "beta": (beta, "B T H"),

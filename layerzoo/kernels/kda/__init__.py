@@ -104,7 +104,8 @@ def kda(
         ValueError: (one line, before any work) a tensor of the wrong shape, not floating point or
             on another device; q, k, v of different dtypes; a chunk_size that is not an int >= 1;
             malformed cu_seqlens; g holding +inf, or -inf (a full reset) on a chunked backend; an
-            unknown backend, or one these inputs cannot run on (fla without flash-linear-attention or off CUDA).
+            unknown backend, or one these inputs cannot run on ("fla" without
+            flash-linear-attention or off CUDA).
     """
     return call("kda", {
         "q": (q, "B T H K"), "k": (k, "B T H K"), "v": (v, "B T H V"), "g": (g, "B T H K"), "beta": (beta, "B T H"),
