@@ -82,6 +82,17 @@ ENTRY_POINTS = [
     "layerzoo.registry:unregister_mixer",
     "layerzoo.options.section:option",
     "layerzoo.mixers.attention:set_window",
+    # the models build returns
+    "layerzoo.assemblies.causal_lm:CausalLM",
+    "layerzoo.assemblies.causal_lm:CausalLM.forward",
+    "layerzoo.assemblies.causal_lm:CausalLM.forward_embeddings",
+    "layerzoo.assemblies.causal_lm:CausalLM.init_state",
+    "layerzoo.assemblies.causal_lm:CausalLM.state_size",
+    "layerzoo.assemblies.generate:generate",
+    "layerzoo.assemblies.armt.model:ARMT",
+    "layerzoo.assemblies.armt.model:ARMT.forward",
+    "layerzoo.assemblies.armt.model:ARMT.init_state",
+    "layerzoo.assemblies.armt.model:ARMT.state_size",
     # the mixer contract
     "layerzoo.mixers.base:Mixer",
     "layerzoo.mixers.base:Mixer.forward",
