@@ -75,6 +75,7 @@ ENTRY_POINTS = [
     # layerzoo (its __all__'s functions)
     "layerzoo.assemblies.build:build",
     "layerzoo.specs.spec:load_spec",
+    "layerzoo.specs.spec:Spec",
     "layerzoo.specs.files:shipped_specs",
     "layerzoo.registry:get_mixer",
     "layerzoo.registry:list_mixers",
@@ -93,6 +94,8 @@ ENTRY_POINTS = [
     "layerzoo.assemblies.armt.model:ARMT.forward",
     "layerzoo.assemblies.armt.model:ARMT.init_state",
     "layerzoo.assemblies.armt.model:ARMT.state_size",
+    "layerzoo.assemblies.armt.model:ARMTState",
+    "layerzoo.assemblies.armt.model:ARMTStreams",
     # the mixer contract
     "layerzoo.mixers.base:Mixer",
     "layerzoo.mixers.base:Mixer.forward",
@@ -100,6 +103,11 @@ ENTRY_POINTS = [
     "layerzoo.mixers.base:Mixer.init_state",
     "layerzoo.mixers.base:Mixer.state_size",
     "layerzoo.mixers.base:MixerOptions.check",
+    # the mixers' states
+    "layerzoo.mixers.attention:KVCache",
+    "layerzoo.mixers.gated_deltanet:GatedDeltaNetState",
+    "layerzoo.mixers.mamba2:Mamba2State",
+    "layerzoo.mixers.assoc_memory:AssocMemoryState",
     # the mixers: a class names d_model and its declared options (its signature)
     "layerzoo.mixers.attention:Attention",
     "layerzoo.mixers.attention:SlidingWindowAttention",
@@ -313,9 +321,14 @@ def annotation_text(annotation) -> str:
     return str(annotation).replace("typing.", "").replace("NoneType", "None")
 
 
-MIXER_CLASSES = [path for path in ENTRY_POINTS if path.startswith("layerzoo.mixers.")
-                 and path.partition(":")[2][:1].isupper() and "." not in path.partition(":")[2]
-                 and not path.endswith(":Mixer")]
+def is_mixer_class(path: str) -> bool:
+    from layerzoo.mixers import Mixer
+
+    obj = resolve(path) if path.startswith("layerzoo.mixers.") else None
+    return inspect.isclass(obj) and issubclass(obj, Mixer) and obj is not Mixer
+
+
+MIXER_CLASSES = [path for path in ENTRY_POINTS if is_mixer_class(path)]
 
 
 @pytest.mark.parametrize("path", MIXER_CLASSES)

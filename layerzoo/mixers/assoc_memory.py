@@ -33,12 +33,15 @@ from .base import Mixer, MixerOptions
 
 @dataclass
 class AssocMemoryState:
-    """Streaming state of the mixer form (all tensors fp32, batch first).
+    """Streaming state of the mixer form (batch first; the memories fp32).
 
-    memory: (A, z) as of the last segment boundary: what the current segment's tokens read.
-    pending: increments the current segment's tokens have written so far, against `memory`;
-    added to it when the segment completes.
-    position: (B,) tokens each stream has seen; its segments end at multiples of segment_size.
+    Attributes:
+        memory: the Memory (A, z) as of the last segment boundary: what the current segment's
+            tokens read.
+        pending: a Memory of the increments the current segment's tokens have written so far,
+            against `memory`; added to it when the segment completes.
+        position: (B,) int64, tokens each stream has seen; its segments end at multiples of
+            segment_size.
     """
 
     memory: Memory

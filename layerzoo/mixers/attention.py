@@ -30,12 +30,16 @@ from .base import Mixer, MixerOptions
 class KVCache:
     """Streaming state of attention for N streams.
 
-    k, v: (N, L, n_kv_heads, head_dim), keys after RoPE, oldest first. Full attention keeps every
-    token; sliding-window attention keeps the last window-1 (constant memory).
-    lengths: (N,) how many of the L slots hold stream n's keys (its last lengths[n]; the slots in
-    front are unused), or None when every stream fills all L: streams that saw different numbers
-    of tokens (a padded batch, packed sequences) have ragged histories.
-    position: (N,) tokens each stream has seen (the RoPE position of its next token).
+    Full attention keeps every token; sliding-window attention keeps the last window-1 (constant
+    memory). Streams that saw different numbers of tokens (a padded batch, packed sequences) have
+    ragged histories.
+
+    Attributes:
+        k: (N, L, n_kv_heads, head_dim) keys after RoPE, oldest first, in the weights' dtype.
+        v: (N, L, n_kv_heads, head_dim) values, as k.
+        lengths: (N,) int64, how many of the L slots hold stream n's keys (its last lengths[n];
+            the slots in front are unused), or None when every stream fills all L.
+        position: (N,) int64, tokens each stream has seen (the RoPE position of its next token).
     """
 
     k: torch.Tensor

@@ -35,10 +35,14 @@ from .decay_gates import init_decay_rate, init_time_step_bias
 class GatedDeltaNetState:
     """Streaming state of Gated DeltaNet and Kimi Delta Attention; its size does not grow with the sequence.
 
-    q_conv, k_conv: (B, conv_size - 1, n_heads * head_dim); v_conv: (B, conv_size - 1,
-    n_heads * head_v_dim): the last inputs of each short convolution (projections before the
+    The convolution caches hold the last inputs of each short convolution (projections before the
     convolution), oldest first, in the model's dtype; None without short convolutions.
-    recurrent: (B, n_heads, head_dim, head_v_dim), the memory S, fp32 whatever the model's dtype.
+
+    Attributes:
+        q_conv: (B, conv_size - 1, n_heads * head_dim), the q convolution's cache.
+        k_conv: (B, conv_size - 1, n_heads * head_dim), the k convolution's cache.
+        v_conv: (B, conv_size - 1, n_heads * head_v_dim), the v convolution's cache.
+        recurrent: (B, n_heads, head_dim, head_v_dim), the memory S, fp32 whatever the model's dtype.
     """
 
     q_conv: torch.Tensor | None

@@ -40,9 +40,10 @@ from .decay_gates import init_decay_rate, init_time_step_bias
 class Mamba2State:
     """Streaming state of Mamba-2; its size does not grow with the sequence.
 
-    conv: (B, conv_size - 1, d_inner + 2 * n_groups * d_state), the last inputs of the short
-    convolution over x, B, C (before it), oldest first, in the model's dtype.
-    ssm: (B, n_heads, d_state, head_dim), the state h, fp32 whatever the model's dtype.
+    Attributes:
+        conv: (B, conv_size - 1, d_inner + 2 * n_groups * d_state), the last inputs of the short
+            convolution over x, B, C (before it), oldest first, in the model's dtype.
+        ssm: (B, n_heads, d_state, head_dim), the state h, fp32 whatever the model's dtype.
     """
 
     conv: torch.Tensor

@@ -27,6 +27,15 @@ class Spec:
     An ARMT spec adds `armt`, around either `model` (a stack built from scratch) or `hf_checkpoint`
     (a Hugging Face save_pretrained directory, the `base:` section; `model` is then None).
     `sections` holds the validated sections that layers above specs own, by key (`training`).
+
+    Attributes:
+        model: the resolved ModelConfig, or None for ARMT around a checkpoint.
+        name: the spec's `name:`, or None.
+        description: its `description:`, or None.
+        source: where it was read from: the file's path, or "<dict>"; None for a Spec made in Python.
+        armt: the ARMTConfig of an `armt:` section, or None.
+        hf_checkpoint: the `base:` checkpoint directory, or None.
+        sections: the other validated sections by key (`training`: a TrainingConfig).
     """
 
     model: ModelConfig | None

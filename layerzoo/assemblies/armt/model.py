@@ -32,11 +32,14 @@ IGNORE_INDEX = -100
 class ARMTState:
     """Streaming state of an ARMT model.
 
-    memory: per memory layer (ascending layer order), its Memory (A, z) in fp32, None while empty.
-    cache: the base model's cache over the current segment's tokens so far; None at a segment
-    start. A layerzoo model's cache is a list of mixer states (a value, reusable); a transformers
-    model's is a transformers Cache, which the next call extends in place (continue it once).
-    length: tokens of the current segment seen so far, 0 <= length < segment_size.
+    Attributes:
+        memory: per memory layer (ascending layer order), its Memory (A, z) in fp32, None while
+            empty.
+        cache: the base model's cache over the current segment's tokens so far; None at a segment
+            start. A layerzoo model's cache is a list of mixer states (a value, reusable); a
+            transformers model's is a transformers Cache, which the next call extends in place
+            (continue it once).
+        length: tokens of the current segment seen so far, 0 <= length < segment_size.
     """
 
     memory: tuple[Memory | None, ...]
@@ -47,7 +50,11 @@ class ARMTState:
 @dataclass
 class ARMTStreams:
     """Streaming state of a batch whose rows are at different places in their segments (after
-    prompts of different lengths): one ARMTState per row, each continued on its own."""
+    prompts of different lengths): one ARMTState per row, each continued on its own.
+
+    Attributes:
+        rows: one ARMTState per row (per packed sequence).
+    """
 
     rows: list[ARMTState]
 
