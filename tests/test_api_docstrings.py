@@ -283,11 +283,12 @@ def test_an_entry_point_documents_its_arguments_and_result(path):
             f"{path}: Returns: continues at its first line's indent (griffe reads each such line as a "
             "value of its own): indent the continuation lines")
         assert not GRIFFE_NAMED.match(first), (
-            f"{path}: Returns: starts as `name (type):`, which griffe reads as a named, typed value")
+            f"{path}: Returns: starts as `name:` or `name (type):`, which griffe reads as a named value")
 
 
-# How griffe's Google parser reads an item's first line: a `name (type):` prefix, when there is one.
-GRIFFE_NAMED = re.compile(r"^\w*\s*\(.+\):")
+# How griffe's Google parser reads an item's first line: a `name:`, `name (type):` or `(type):`
+# prefix, when there is one.
+GRIFFE_NAMED = re.compile(r"^(\w+\s*(\(.+\))?|\(.+\)):")
 
 
 def entry_texts(lines: list[str]) -> dict[str, tuple[str, str]]:

@@ -196,7 +196,7 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
                 argument must be None or False.
 
         Returns:
-            CausalLMOutputWithPast: logits (B, T or logits_to_keep, vocab_size) in the model's
+            A CausalLMOutputWithPast with logits (B, T or logits_to_keep, vocab_size) in the model's
                 dtype (all T positions when scoring); loss, a 0-d fp32 mean (or sum over
                 num_items_in_batch), with labels; cache with use_cache; hidden_states and
                 attentions when asked.

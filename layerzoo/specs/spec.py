@@ -98,7 +98,7 @@ def load_spec(spec: str | Path | dict | Spec, overrides: Iterable[str] = ()) -> 
         spec: a shipped spec's name (see `shipped_specs`), a path to a YAML file (its `extends`
             chain merged underneath it), a dict of a spec's contents, or a Spec (returned as it
             is when there are no overrides).
-        overrides: `dotted.key=value` strings (`model.d_model=256`, `model.layers.0.type=swa`),
+        overrides: `dotted.key=value` strings (`model.d_model=256`, `model.mixers.swa.window=64`),
             each value read as YAML.
 
     Returns:
