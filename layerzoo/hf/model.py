@@ -197,8 +197,8 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
 
         Returns:
             A CausalLMOutputWithPast with logits (B, T or logits_to_keep, vocab_size) in the model's
-                dtype (all T positions when scoring); loss, a 0-d fp32 mean (or sum over
-                num_items_in_batch), with labels; cache with use_cache; hidden_states and
+                dtype (all T positions when scoring); loss, a 0-d fp32 mean (the sum divided by
+                num_items_in_batch when given), with labels; cache with use_cache; hidden_states and
                 attentions when asked.
 
         Raises:
@@ -265,8 +265,8 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
                 object with return_dict_in_generate.
 
         Raises:
-            ValueError: a token id outside the vocabulary, a non-integer max_new_tokens, a prompt
-                with no real token, or top_p outside (0, 1].
+            ValueError: a token id outside the vocabulary, a max_new_tokens that is not an integer
+                >= 0, a prompt with no real token, or top_p outside (0, 1].
             HFError: a cache_implementation is set, or the cache given is not a LayerzooCache.
         """
         config = generation_config if generation_config is not None else self.generation_config

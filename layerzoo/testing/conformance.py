@@ -404,8 +404,8 @@ def check_dtypes(mixer: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype = t
     """In `dtype` (weights and input) the output keeps that dtype and stays close to fp32.
 
     Args:
-        mixer: the mixer under test (a Mixer, or any module with the mixer contract).
-        x: (B, T, d_model) input in the mixer's dtype.
+        mixer: the mixer under test, fp32 (cast to dtype for the check, then back to fp32).
+        x: (B, T, d_model) input; its fp32 copy gives the yardstick.
         dtype: the low-precision dtype.
 
     Raises:
