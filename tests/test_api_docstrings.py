@@ -4,8 +4,7 @@ mkdocstrings (Google style) renders them.
 
 A class names its constructor's parameters in its own docstring (a mixer's are d_model and its
 declared options: its signature; the options, taken as **options, go under `Keyword Args:`; a
-state's fields under `Attributes:`). *args / **kwargs count as named when the section has an entry
-for them (`**options:`) or they are left out of the check with `generic=`.
+state's fields under `Attributes:`). *args / **kwargs are named as such (`**options:`).
 """
 
 from __future__ import annotations
@@ -22,6 +21,9 @@ import pytest
 SECTIONS = ("Args", "Keyword Args", "Returns", "Yields", "Raises", "Attributes", "Example", "Examples", "Note", "Notes")
 HEADER = re.compile(rf"^({'|'.join(SECTIONS)}):\s*$")
 ENTRY = re.compile(r"^(\*{0,2}\w+)(?:\s*\([^)]*\))?:(\s|$)")
+# How griffe's Google parser reads an item's first line: a `name:`, `name (type):` or `(type):`
+# prefix, when there is one (in Returns: a named value, not the description).
+GRIFFE_NAMED = re.compile(r"^(\w+\s*(\(.+\))?|\(.+\)):")
 
 
 def sections(doc: str) -> dict[str, list[str]]:
@@ -68,6 +70,10 @@ def test_the_parser_reads_google_sections():
     assert found["Returns"] == ["y (B, T, d_model),", "    the same dtype as x."]
     assert entries(found["Raises"]) == ["OptionError"]
     assert "Args" not in sections("Args: in prose, not a header.\n    x: nothing")
+    named = ["Memory: the increments", "out (Tensor): o", "(Tensor, Tensor): o and the state"]
+    described = ["The pair (o, state): o (B, T, H, V)", "(B, T, H, V) in q's dtype.", "out_dir, as a Path."]
+    assert all(GRIFFE_NAMED.match(line) for line in named)
+    assert not any(GRIFFE_NAMED.match(line) for line in described)
 
 
 # The entry points, as "module:qualified.name". Methods are checked as their class defines them.
@@ -221,9 +227,6 @@ ENTRY_POINTS = [
     "layerzoo.hf.export:export_model",
 ]
 
-# Entry points whose signature's *args / **kwargs are documented in the prose, not as Args entries.
-GENERIC: dict[str, tuple[str, ...]] = {}
-
 # What a class's docstring names when its signature is not the list of its constructor's own
 # parameters (a transformers config's signature holds every PretrainedConfig field).
 PARAMETERS: dict[str, typing.Callable[[type], list[str]]] = {
@@ -246,7 +249,7 @@ def parameters(path: str, obj) -> list[str]:
     signature = inspect.signature(obj)
     names = []
     for parameter in signature.parameters.values():
-        if parameter.name in ("self", "cls") or parameter.name in GENERIC.get(path, ()):
+        if parameter.name in ("self", "cls"):
             continue
         prefix = {parameter.VAR_POSITIONAL: "*", parameter.VAR_KEYWORD: "**"}.get(parameter.kind, "")
         names.append(prefix + parameter.name)
@@ -285,10 +288,6 @@ def test_an_entry_point_documents_its_arguments_and_result(path):
         assert not GRIFFE_NAMED.match(first), (
             f"{path}: Returns: starts as `name:` or `name (type):`, which griffe reads as a named value")
 
-
-# How griffe's Google parser reads an item's first line: a `name:`, `name (type):` or `(type):`
-# prefix, when there is one.
-GRIFFE_NAMED = re.compile(r"^(\w+\s*(\(.+\))?|\(.+\)):")
 
 
 def entry_texts(lines: list[str]) -> dict[str, tuple[str, str]]:
