@@ -265,7 +265,9 @@ def returns_something(obj) -> bool:
 @pytest.mark.parametrize("path", ENTRY_POINTS)
 def test_an_entry_point_documents_its_arguments_and_result(path):
     if path.startswith("layerzoo.hf"):
-        pytest.importorskip("transformers")
+        pytest.importorskip("transformers")  # the hf extra
+    if path.startswith("layerzoo.testing"):
+        pytest.importorskip("hypothesis")  # the test extra
     obj = resolve(path)
     doc = inspect.getdoc(obj) or ""
     found = sections(doc)
