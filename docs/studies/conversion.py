@@ -199,7 +199,7 @@ def summarise(out: Path) -> dict:
         if paths:
             controls[layout] = {"label": f"{name}, converted only", "perplexity": curve(paths),
                                 "state": read_json(paths[0])["state"]}
-    return {"teacher": {"source": teacher["source"], "perplexity": curve([first / "perplexity-teacher-windowspec.json"]),
+    return {"teacher": {"source": Path(teacher["source"]).name, "perplexity": curve([first / "perplexity-teacher-windowspec.json"]),
                         "state": teacher["state"], "every_layer": by_layer(teacher_layers)},
             "arms": arms, "controls": controls}
 
