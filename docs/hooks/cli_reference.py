@@ -1,0 +1,57 @@
+"""MkDocs hook: the command-line reference, rendered from layerzoo.cli's parser when the site builds.
+
+docs/cli.md holds the prose and a `<!-- cli-reference -->` marker; this replaces the marker with a
+section per command (its help line, then its `--help` text at a fixed width), so the page is always
+the parser's and nothing generated is committed (argparse's layout differs between Python versions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+MARKER = "<!-- cli-reference -->"
+WIDTH = "100"
+
+
+def commands(parser: argparse.ArgumentParser) -> list[tuple[argparse.ArgumentParser, str]]:
+    """(parser, help line) of every command under parser, depth first in the order they were added."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help or "" for choice in action._choices_actions}
+            for name, sub in action.choices.items():
+                found.append((sub, helps.get(name, "")))
+                found += commands(sub)
+    return found
+
+
+def help_text(parser: argparse.ArgumentParser) -> str:
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = WIDTH  # argparse wraps at the terminal's width; the page's is fixed
+    try:
+        return parser.format_help().rstrip()
+    finally:
+        if saved is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = saved
+
+
+def reference() -> str:
+    from layerzoo.cli import build_parser
+
+    parser = build_parser()
+    sections = [f"## `{parser.prog}`\n\n```text\n{help_text(parser)}\n```"]
+    for sub, line in commands(parser):
+        summary = f"{line[0].upper()}{line[1:]}.\n\n" if line else ""
+        sections.append(f"## `{sub.prog}`\n\n{summary}```text\n{help_text(sub)}\n```")
+    return "\n\n".join(sections)
+
+
+def on_page_markdown(markdown: str, page, **_) -> str:
+    if page.file.src_uri != "cli.md":
+        return markdown
+    if MARKER not in markdown:
+        raise ValueError(f"docs/cli.md: no {MARKER} marker for the command reference")
+    return markdown.replace(MARKER, reference())
