@@ -93,7 +93,7 @@ RUN = {
 
 
 def markdown_files() -> list[Path]:
-    return [README, *sorted(DOCS.glob("*.md"))]
+    return [README, *sorted(DOCS.glob("*.md")), *sorted(DOCS.glob("mixers/*.md"))]
 
 
 def test_every_code_block_runs_in_a_test_or_says_why_not():

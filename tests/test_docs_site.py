@@ -41,6 +41,16 @@ def test_the_command_line_page_has_every_command(site):
     assert "cli-reference" not in html
 
 
+def test_each_mixer_page_has_its_options_table(site):
+    import layerzoo
+
+    for name in layerzoo.list_mixers():
+        html = (site / "mixers" / name / "index.html").read_text()
+        assert "<!-- options" not in html, name
+        for option in layerzoo.get_mixer(name).options:
+            assert f"<code>{option}</code>" in html, (name, option)
+
+
 def test_the_api_pages_render_the_docstrings(site):
     html = (site / "api" / "layerzoo" / "index.html").read_text()
     for name in ("build", "load_spec", "register_mixer", "Mixer", "option"):

@@ -1,8 +1,9 @@
 """MkDocs hook: the command-line reference, rendered from layerzoo.cli's parser when the site builds.
 
 docs/cli.md holds the prose and a `<!-- cli-reference -->` marker; this replaces the marker with a
-section per command (its help line, then its `--help` text at a fixed width), so the page is always
-the parser's and nothing generated is committed (argparse's layout differs between Python versions).
+table of the commands and a section per command (its help line, then its `--help` text at a fixed
+width), so the page is always the parser's and nothing generated is committed (argparse's layout
+differs between Python versions).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import argparse
 import os
 
 MARKER = "<!-- cli-reference -->"
-WIDTH = "100"
+WIDTH = "80"
 
 
 def commands(parser: argparse.ArgumentParser) -> list[tuple[argparse.ArgumentParser, str]]:
@@ -39,11 +40,14 @@ def help_text(parser: argparse.ArgumentParser) -> str:
 
 
 def reference() -> str:
+    """A table of the commands (each linked to its section), then a section per command."""
     from layerzoo.cli import build_parser
 
     parser = build_parser()
-    sections = [f"## `{parser.prog}`\n\n```text\n{help_text(parser)}\n```"]
-    for sub, line in commands(parser):
+    found = commands(parser)
+    rows = [f"| [`{sub.prog}`](#{sub.prog.replace(' ', '-')}) | {line} |" for sub, line in found]
+    sections = [f"{parser.description}\n\n| command | what it does |\n|---|---|\n" + "\n".join(rows)]
+    for sub, line in found:
         summary = f"{line[0].upper()}{line[1:]}.\n\n" if line else ""
         sections.append(f"## `{sub.prog}`\n\n{summary}```text\n{help_text(sub)}\n```")
     return "\n\n".join(sections)
