@@ -82,7 +82,7 @@ RUN = {
     ("docs/hf.md", "## A local task", "bash"),
     ("docs/kernels.md", "# Kernels and backends", "python"), ("docs/kernels.md", "## The recurrent kernels", "python"),
     ("docs/packed.md", "# Packed sequences (cu_seqlens)", "python"),
-    ("docs/text.md", "## The text task", "yaml"),
+    ("docs/text.md", "## The text task", "yaml"), ("docs/training.md", "## The `training:` section", "yaml"),
     ("docs/convert.md", "# Converting a pretrained transformer into a hybrid", "bash"),
     ("docs/convert.md", "# Converting a pretrained transformer into a hybrid", "python"),
     ("docs/distill.md", "# Distillation: a converted model from its teacher", "bash"),
@@ -394,6 +394,12 @@ def test_the_packed_pages_calls_run_as_written():
     run_blocks(page("packed.md"), "# Packed sequences (cu_seqlens)", namespace)
     assert namespace["state"].C.shape == (3, 2, 16, 16) and namespace["S"].shape == (3, 2, 16, 16)
     assert namespace["conv_state"].shape == (3, 3, 24) and namespace["out"].shape == (1, 356, 2, 16)
+
+
+def test_the_training_pages_section_is_swa_niah_tiny(tmp_path):
+    written = tmp_path / "written.yaml"
+    written.write_text(blocks(page("training.md"), "## The `training:` section", "yaml")[0])
+    assert layerzoo.load_spec(written).sections["training"] == layerzoo.load_spec("swa-niah-tiny").sections["training"]
 
 
 def test_the_text_pages_task_section_reads(tmp_path, monkeypatch):
