@@ -51,6 +51,17 @@ def test_each_mixer_page_has_its_options_table(site):
             assert f"<code>{option}</code>" in html, (name, option)
 
 
+def test_the_tasks_page_has_each_tasks_options_table(site):
+    from layerzoo.options import declared
+    from layerzoo.tasks import TASKS
+
+    html = (site / "tasks" / "index.html").read_text()
+    assert "<!-- options" not in html
+    for task in TASKS.values():
+        for option in declared(task):
+            assert f"<code>{option}</code>" in html, (task.name, option)
+
+
 def test_the_api_pages_render_the_docstrings(site):
     html = (site / "api" / "layerzoo" / "index.html").read_text()
     for name in ("build", "load_spec", "register_mixer", "Mixer", "option"):

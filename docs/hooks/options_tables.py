@@ -1,28 +1,34 @@
-"""MkDocs hook: each mixer page's options table, rendered from the mixer's declaration when the
-site builds.
+"""MkDocs hook: options tables rendered from their declarations when the site builds.
 
-A page under docs/mixers/ holds the prose and an `<!-- options: NAME -->` marker; this replaces the
-marker with what `layerzoo mixers NAME --markdown` prints as its table (docs/mixers.md, all the
-tables in one page, is that command's output committed, and tests/test_docs.py keeps it current).
+A page holds `<!-- options: mixer NAME -->` (a registered mixer: what `layerzoo mixers NAME
+--markdown` prints as its table; docs/mixers.md, all of them in one page, is that command's output
+committed, and tests/test_docs.py keeps it current) or `<!-- options: task NAME -->` (a training
+task's options), and this replaces each marker with the table.
 """
 
 from __future__ import annotations
 
 import re
 
-MARKER = re.compile(r"<!-- options: (\w+) -->")
+MARKER = re.compile(r"<!-- options: (mixer|task) (\w+) -->")
+
+
+def declared_options(kind: str, name: str) -> list:
+    if kind == "mixer":
+        from layerzoo.registry import get_mixer
+
+        return list(get_mixer(name).options.values())
+    from layerzoo.options import declared
+    from layerzoo.tasks import TASKS
+
+    return list(declared(TASKS[name]).values())
 
 
 def table(match: re.Match) -> str:
     from layerzoo.options import markdown_table, option_rows
-    from layerzoo.registry import get_mixer
 
-    return markdown_table(option_rows(get_mixer(match.group(1)).options.values()))
+    return markdown_table(option_rows(declared_options(*match.groups())))
 
 
-def on_page_markdown(markdown: str, page, **_) -> str:
-    if not page.file.src_uri.startswith("mixers/"):
-        return markdown
-    if not MARKER.search(markdown):
-        raise ValueError(f"docs/{page.file.src_uri}: no <!-- options: NAME --> marker for the options table")
+def on_page_markdown(markdown: str, **_) -> str:
     return MARKER.sub(table, markdown)
