@@ -381,6 +381,21 @@ def test_the_kernels_pages_calls_run_as_written():
     assert namespace["o"].shape == (1, 356, 2, 16) and namespace["S"].shape == (1, 2, 16, 16)
 
 
+def test_the_kernels_pages_backends_table_is_the_registries():
+    import importlib
+
+    families = {"sliding_window_attention": "sliding_window", "mlstm": "mlstm", "gated_delta_rule": "gated_delta_rule",
+                "ssd": "ssd", "kda": "kda", "associative_read": "assoc_memory"}
+    text = page("kernels.md").read_text()
+    rows = {re.findall(r"`(\w+)`", row.split("|")[2])[0]: row.split("|")[3:5]
+            for row in text.splitlines() if row.startswith("| ") and "`" in row.split("|")[2]}
+    for function, family in families.items():
+        module = importlib.import_module(f"layerzoo.kernels.{family}")
+        backends, packed = rows[function]
+        assert re.findall(r"`(\w+)`", backends) == list(module.BACKENDS), function
+        assert re.findall(r"`(\w+)`", packed) == list(getattr(module, "PACKED", ())), function
+
+
 def test_the_packed_pages_calls_run_as_written():
     from layerzoo.blocks import ShortConvolution
 
