@@ -66,4 +66,6 @@ def test_the_api_pages_render_the_docstrings(site):
     html = (site / "api" / "layerzoo" / "index.html").read_text()
     for name in ("build", "load_spec", "register_mixer", "Mixer", "option"):
         assert f'id="layerzoo.' in html and re.search(rf"<code>{name}</code>|>{name}<", html), name
-    assert "layerzoo.assemblies.armt.wrap" in (site / "api" / "armt" / "index.html").read_text()
+    assert 'id="layerzoo.assemblies.armt.wrap.wrap"' in (site / "api" / "armt" / "index.html").read_text()
+    for page in (site / "api").glob("*/index.html"):  # a name that is also a module's renders the module
+        assert "doc doc-object doc-module" not in page.read_text(), f"{page.parent.name}: a ::: target is a module"
