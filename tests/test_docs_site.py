@@ -39,6 +39,10 @@ def test_the_command_line_page_has_every_command(site):
     for name in names:
         assert re.search(rf"<h2 id=\"[^\"]*\"><code>{re.escape(name)}</code>", html), name
     assert "cli-reference" not in html
+    from benchmarks.runner.registry import NAMES
+
+    for name in NAMES:
+        assert f"<code>python -m benchmarks {name}</code>" in html, name
 
 
 def test_each_mixer_page_has_its_options_table(site):
