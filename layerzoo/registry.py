@@ -113,6 +113,19 @@ def register_mixer(name: str, *, test_options: dict[str, Any] | None = None) -> 
     `test_options` are small options (few heads, short windows) the conformance checks use.
     Registering a taken name with a different class, or a class whose options are not declared in
     its Options dataclass, is an error.
+
+    Args:
+        name: the name specs and the CLI place the mixer by (`type: name` in a spec's pattern).
+        test_options: options the conformance checks build the mixer with (each declared in
+            its Options); None: the defaults.
+
+    Returns:
+        The decorator: it registers the class, sets its `registry_name` and returns it unchanged.
+
+    Raises:
+        ValueError: (when the decorator runs) `name` is registered to another class; the class has
+            no `@dataclass(frozen=True)` Options, its constructor takes options of its own after
+            d_model, or test_options names an option it does not declare.
     """
 
     def decorate(cls: type) -> type:
@@ -130,12 +143,27 @@ def register_mixer(name: str, *, test_options: dict[str, Any] | None = None) -> 
 
 
 def unregister_mixer(name: str) -> None:
-    """Remove a registered mixer (for tests and interactive work)."""
+    """Remove a registered mixer (for tests and interactive work).
+
+    Args:
+        name: the registered name; one that is not registered is no error.
+    """
     _REGISTRY.pop(name, None)
 
 
 def get_mixer(name: str) -> MixerEntry:
-    """The registry entry for `name`; an unknown name fails with the known names and the closest."""
+    """The registry entry for `name`; an unknown name fails with the known names and the closest.
+
+    Args:
+        name: a registered mixer name ("swa", "mlstm", ...).
+
+    Returns:
+        Its MixerEntry: `cls`, the mixer class; `options`, its declared options (name ->
+            OptionInfo, in declaration order); `test_options`; `check(d_model, **options)`.
+
+    Raises:
+        UnknownNameError: `name` is not registered (a LayerzooError and a KeyError).
+    """
     ensure_builtins()
     try:
         return _REGISTRY[name]
@@ -144,6 +172,10 @@ def get_mixer(name: str) -> MixerEntry:
 
 
 def list_mixers() -> list[str]:
-    """Names of all registered mixers, sorted."""
+    """Names of all registered mixers, sorted.
+
+    Returns:
+        The names, the built-ins and any the user registered, sorted.
+    """
     ensure_builtins()
     return sorted(_REGISTRY)

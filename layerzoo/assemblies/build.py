@@ -20,6 +20,24 @@ def build(spec: str | Path | dict | Spec | ModelConfig, overrides: list[str] = (
     or its `base:` Hugging Face checkpoint (loaded from its local directory).
     overrides: `dotted.key=value` strings applied on top, as `--set` on the command line.
     device="meta" builds without allocating (to count parameters of a large spec).
+
+    Args:
+        spec: a shipped spec's name (see `shipped_specs`), a YAML path, a dict, a Spec (each read
+            by `load_spec`), or a ModelConfig (built as it is).
+        overrides: `dotted.key=value` strings, as `--set` on the command line; not applied to a
+            ModelConfig.
+        device: where the parameters are made (a torch device or its name); None: the CPU.
+            "meta" allocates nothing.
+        dtype: the parameters' dtype (torch.bfloat16, ...); None: fp32, as initialised.
+
+    Returns:
+        The model: a CausalLM (`model(input_ids)` maps (B, T) token ids to (B, T, vocab_size)
+            logits), or an ARMT for a spec with an `armt:` section.
+
+    Raises:
+        SpecError: the spec cannot be read or is invalid (the message names the file, line and key).
+        FileNotFoundError: an ARMT spec's `base:` checkpoint directory has no config.json.
+        ValueError: that checkpoint needs its own code (an `auto_map`), which layerzoo never runs.
     """
     spec = Spec(model=spec) if isinstance(spec, ModelConfig) else load_spec(spec, overrides)
     base = None if spec.hf_checkpoint is None else load_hf_checkpoint(spec.hf_checkpoint).to(device=device or "cpu")

@@ -32,6 +32,9 @@ class CausalLM(nn.Module):
     another, and the state holds one stream per row (per packed sequence).
     Built from a resolved ModelConfig (`layerzoo.load_spec(...).model`); `layerzoo.build` takes
     a spec directly.
+
+    Args:
+        config: the resolved ModelConfig: width, vocabulary, and each layer's mixer and options.
     """
 
     # Recompute each block in the backward instead of keeping its activations (transformers'
@@ -68,6 +71,27 @@ class CausalLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, state: list[Any] | None = None, return_state: bool = False, *,
                 attention_mask: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
                 logits_to_keep: int = 0, hidden_states: list[torch.Tensor] | None = None):
+        """The logits of the next token at each position.
+
+        Args:
+            input_ids: (B, T) int64 token ids in [0, vocab_size).
+            state: the list of per-layer mixer states a previous call returned, or None to start.
+            return_state: also return the state after the last token.
+            attention_mask: (B, T) of 1 at real tokens and 0 at padding; logits are 0 at padding.
+                Not with cu_seqlens.
+            cu_seqlens: (N + 1,) int32 / int64 offsets of N sequences packed into one row (B = 1).
+            logits_to_keep: K > 0: the logits of the last K positions only; 0: all.
+            hidden_states: a list to append the n_layers + 1 hidden states (B, T, d_model) to
+                (see forward_embeddings), or None.
+
+        Returns:
+            logits (B, T, vocab_size) (K positions with logits_to_keep) in the model's dtype; with
+                return_state, (logits, state), state a list of one mixer state per layer.
+
+        Raises:
+            ValueError: input_ids is not (B, T); the state has another number of layers or
+                streams; both attention_mask and cu_seqlens, or either malformed.
+        """
         if input_ids.dim() != 2:
             raise ValueError(f"input_ids must be (batch, length), got shape {tuple(input_ids.shape)}")
         return self.forward_embeddings(self.embedding(input_ids), state, return_state, attention_mask=attention_mask,
@@ -78,9 +102,23 @@ class CausalLM(nn.Module):
                            logits_to_keep: int = 0, hidden_states: list[torch.Tensor] | None = None):
         """forward from token embeddings x (B, T, d_model), e.g. with ARMT's memory tokens appended.
 
-        hidden_states: a list to append the hidden states to, n_layers + 1 of them (B, T, d_model)
-        as transformers counts them: the embeddings, each block's output but the last, and the
-        final norm's output; zeros at padding, and every column whatever logits_to_keep.
+        Args:
+            x: (B, T, d_model) embeddings in the model's dtype.
+            state: per-layer mixer states, or None.
+            return_state: also return the state.
+            attention_mask: (B, T) of 1 at real tokens and 0 at padding, or None.
+            cu_seqlens: offsets of sequences packed into one row (B = 1), or None.
+            logits_to_keep: K > 0: the last K positions' logits only.
+            hidden_states: a list to append the hidden states to, n_layers + 1 of them
+                (B, T, d_model) as transformers counts them: the embeddings, each block's output
+                but the last, and the final norm's output; zeros at padding, and every column
+                whatever logits_to_keep.
+
+        Returns:
+            logits, or (logits, state) with return_state, as forward.
+
+        Raises:
+            ValueError: as forward.
         """
         if state is not None and len(state) != len(self.blocks):
             raise ValueError(f"state has {len(state)} layers, the model {len(self.blocks)}")
@@ -114,10 +152,25 @@ class CausalLM(nn.Module):
         return (logits, new_state) if return_state else logits
 
     def init_state(self, batch_size: int) -> list[Any]:
+        """The empty state for `batch_size` sequences.
+
+        Args:
+            batch_size: sequences B.
+
+        Returns:
+            One empty mixer state per layer (each mixer's `init_state(batch_size)`).
+        """
         return [block.mixer.init_state(batch_size) for block in self.blocks]
 
     def state_size(self, seq_len: int) -> int:
-        """State elements per sequence after seq_len tokens, over all layers."""
+        """State elements per sequence after seq_len tokens, over all layers.
+
+        Args:
+            seq_len: tokens seen.
+
+        Returns:
+            The sum of the mixers' `state_size(seq_len)`.
+        """
         return sum(block.mixer.state_size(seq_len) for block in self.blocks)
 
     generate = generate

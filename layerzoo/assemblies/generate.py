@@ -29,6 +29,26 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, temperature
 
     state: what the model returned after reading earlier tokens of these rows (a prefix read in
     pieces, a conversation so far); input_ids continue it. None: the rows start here.
+
+    Args:
+        model: a CausalLM or an ARMT (`model.generate(...)` passes itself).
+        input_ids: (B, T >= 1) int64 prompt token ids in [0, vocab_size).
+        max_new_tokens: tokens to add, an int >= 0.
+        temperature: 0 for greedy argmax, else a finite number > 0.
+        top_k: sample from the top_k most likely tokens only, an int >= 1; None: from all.
+        generator: the torch.Generator sampling draws from; None: the global one.
+        prefill_chunk_size: tokens per call while reading the prompt, an int >= 1; None: one call.
+        attention_mask: (B, T) of 1 at real tokens and 0 at padding, a real token in every row;
+            None: every token real.
+        state: the state to continue, or None.
+
+    Returns:
+        (B, T + max_new_tokens) token ids: the prompt, then the new tokens.
+
+    Raises:
+        ValueError: (one line, before any work) input_ids not a (B, T >= 1) tensor of ids in the
+            vocabulary; max_new_tokens, temperature, top_k or prefill_chunk_size out of range; a
+            malformed attention_mask, or a row of padding only.
     """
     check_generate_arguments(input_ids, max_new_tokens, temperature, top_k, prefill_chunk_size,
                              getattr(model.config, "vocab_size", None))

@@ -23,6 +23,11 @@ class LayerzooCache(Cache):
     None before the first call. columns: input columns read so far, padding included (what
     transformers calls the sequence length: the prompt's width plus the tokens generated); each
     row's own position lives in its states.
+
+    Args:
+        states: one mixer state per layer, or None (an empty cache).
+        columns: input columns read so far.
+        n_layers: layers, for an empty cache (with states, their number).
     """
 
     def __init__(self, states: list[Any] | None = None, columns: int = 0, n_layers: int = 0):
@@ -38,7 +43,12 @@ class LayerzooCache(Cache):
         return self.n_layers
 
     def advance(self, states: list[Any], columns: int) -> None:
-        """Keep the states after a call that read `columns` more input columns."""
+        """Keep the states after a call that read `columns` more input columns.
+
+        Args:
+            states: the call's new states, one per layer.
+            columns: the input columns the call read.
+        """
         self.states, self.columns, self.n_layers = states, self.columns + columns, len(states)
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
@@ -76,7 +86,11 @@ class LayerzooCache(Cache):
         self.states, self.columns = None, 0
 
     def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
-        """Rows `beam_idx` (N,) of every state, in that order: beam search's step."""
+        """Rows `beam_idx` (N,) of every state, in that order: beam search's step.
+
+        Args:
+            beam_idx: (N,) int64 rows to keep, in order.
+        """
         self.batch_select_indices(beam_idx)
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:

@@ -20,6 +20,30 @@ class LayerzooConfig(PretrainedConfig):
     first attention layer's heads, else the first layer's that has heads); layer_types, one per
     layer in the names transformers' hybrids use ("full_attention", "sliding_attention",
     "linear_attention" for the recurrent ones); sliding_window (the first sliding-window layer's, or None).
+
+    Build one with `LayerzooConfig.from_model_config(model_config)`. It takes PretrainedConfig's
+    own keyword arguments too (output_hidden_states, ...).
+
+    Keyword Args:
+        model_spec (dict | None): the resolved `model:` section, a mapping; None only for an empty
+            config (which no model can be built from).
+        vocab_size (int | None): derived from model_spec (a value given is replaced when
+            model_spec is set), as are the next five and tie_word_embeddings.
+        hidden_size (int | None): derived: d_model.
+        num_hidden_layers (int | None): derived: n_layers.
+        num_attention_heads (int | None): derived (see above).
+        layer_types (list[str] | None): derived, one per layer.
+        sliding_window (int | None): derived (see above).
+        use_cache (bool): whether forward returns a LayerzooCache by default (not with labels).
+        tie_word_embeddings (bool): derived: tie_embeddings.
+        bos_token_id (int | None): the tokenizer's beginning-of-sequence id, or None.
+        eos_token_id (int | list[int] | None): the end-of-sequence id (or ids), or None; generate
+            stops at it.
+        pad_token_id (int | None): the padding id, or None.
+
+    Raises:
+        HFError: model_spec is not a mapping, or a key or value in it is wrong (the message
+            names it).
     """
 
     model_type = "layerzoo"
@@ -50,10 +74,26 @@ class LayerzooConfig(PretrainedConfig):
 
     @classmethod
     def from_model_config(cls, model: ModelConfig, **kwargs: Any) -> LayerzooConfig:
+        """The config of a layerzoo model.
+
+        Args:
+            model: the ModelConfig (a spec's `model`, `build(...).config`).
+            **kwargs: other fields (eos_token_id, ...).
+
+        Returns:
+            The LayerzooConfig whose model_spec is `model.to_dict()`.
+        """
         return cls(model_spec=model.to_dict(), **kwargs)
 
     def model_config(self) -> ModelConfig:
-        """The ModelConfig that model_spec resolves to; HFError naming the key that is wrong."""
+        """The ModelConfig that model_spec resolves to; HFError naming the key that is wrong.
+
+        Returns:
+            The ModelConfig, as `load_spec({"model": model_spec}).model`.
+
+        Raises:
+            HFError: model_spec is None or not a mapping, or a key or value in it is wrong.
+        """
         if self.model_spec is None:
             raise HFError("LayerzooConfig has no model_spec (config.json's model_spec is null): build it with "
                               "LayerzooConfig.from_model_config(...) or LayerzooForCausalLM.from_spec(...)")

@@ -29,7 +29,20 @@ from .quiet import no_transformers_bars
 
 def export_run(run: str | Path, out_dir: str | Path) -> Path:
     """Write the newest usable checkpoint of `run` (a run folder, or one checkpoint folder) and
-    the run's tokenizer to `out_dir`, which must be new or empty; returns the checkpoint exported."""
+    the run's tokenizer to `out_dir`, which must be new or empty; returns the checkpoint exported.
+
+    Args:
+        run: a training run's folder, or one of its checkpoint folders.
+        out_dir: the folder to write, new or empty; written whole or not at all.
+
+    Returns:
+        The checkpoint folder exported.
+
+    Raises:
+        HFError: run is not a folder; out_dir exists and is not an empty folder; the run's spec is
+            an ARMT one.
+        CheckpointError: the run has no checkpoint, or none that can be read.
+    """
     run, out_dir = Path(run), Path(out_dir)
     if not run.is_dir():
         raise HFError(f"{run}: no such run folder")
@@ -50,7 +63,19 @@ def export_run(run: str | Path, out_dir: str | Path) -> Path:
 
 def export_model(model: CausalLM, run: str | Path, out_dir: str | Path) -> Path:
     """Write a CausalLM in memory (its weights unchanged) and the tokenizer of the run folder
-    `run` to `out_dir`, which must be new or empty; returns out_dir."""
+    `run` to `out_dir`, which must be new or empty; returns out_dir.
+
+    Args:
+        model: the CausalLM (a distillation's student, say).
+        run: the run folder whose tokenizer goes with it (none there: no tokenizer is written).
+        out_dir: the folder to write, new or empty; written whole or not at all.
+
+    Returns:
+        out_dir, as a Path.
+
+    Raises:
+        HFError: out_dir exists and is not an empty folder.
+    """
     out_dir = Path(out_dir)
     check_empty(out_dir)
     wrapper = LayerzooForCausalLM(LayerzooConfig.from_model_config(model.config))

@@ -49,6 +49,13 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
 
     attention_mask is transformers' growing mask: it covers the columns already in the cache and
     these T; its last T columns say which of input_ids are real (1) and which padding (0).
+
+    Args:
+        config: the LayerzooConfig; the CausalLM its model_spec describes is built (on the meta
+            device, then allocated and initialised by transformers' init pass) as `self.model`.
+
+    Raises:
+        HFError: the config's model_spec is missing or wrong.
     """
 
     config_class = LayerzooConfig
@@ -71,7 +78,20 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
     @classmethod
     def from_spec(cls, spec: str | Path | dict | Spec, overrides: list[str] = (), **config: Any) -> LayerzooForCausalLM:
         """A freshly initialised model from a spec (shipped name, YAML path, dict or Spec) and
-        `--set`-style overrides; `config` sets other LayerzooConfig fields (eos_token_id, ...)."""
+        `--set`-style overrides; `config` sets other LayerzooConfig fields (eos_token_id, ...).
+
+        Args:
+            spec: a shipped spec's name, a YAML path, a dict or a Spec, as `load_spec` takes it.
+            overrides: `dotted.key=value` strings.
+            **config: other LayerzooConfig fields.
+
+        Returns:
+            The model, its weights drawn as `layerzoo.build` draws them.
+
+        Raises:
+            SpecError: the spec cannot be read or is invalid.
+            HFError: the spec is an ARMT one (not exported to transformers).
+        """
         spec = load_spec(spec, overrides)
         check_exportable(spec)
         return cls(LayerzooConfig.from_model_config(spec.model, **config))
@@ -83,7 +103,25 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
         the `state_dict` given beside a `config`. Weights missing from it are initialised as a new
         model's and listed in `missing_keys` (`output_loading_info=True`); a NaN or infinite weight
         is an HFError naming it unless allow_non_finite; so is a weight whose shape the config's
-        model does not have, unless ignore_mismatched_sizes (transformers then initialises it)."""
+        model does not have, unless ignore_mismatched_sizes (transformers then initialises it).
+
+        Args:
+            pretrained_model_name_or_path: a local folder save_pretrained wrote, or None (then
+                config= and state_dict= are required).
+            *args: transformers' positional arguments of from_pretrained.
+            allow_non_finite: load weights holding NaN or infinities.
+            **kwargs: transformers' keyword arguments (config, state_dict, dtype, device_map,
+                ignore_mismatched_sizes, output_loading_info, ...); local_files_only defaults
+                to True.
+
+        Returns:
+            The model, or (model, loading info) with output_loading_info=True.
+
+        Raises:
+            HFError: not a local layerzoo folder; None without config and state_dict; a weight
+                of another shape than the config's model (without ignore_mismatched_sizes);
+                a non-finite weight (without allow_non_finite).
+        """
         if pretrained_model_name_or_path is None:
             if not isinstance(kwargs.get("config"), LayerzooConfig) or kwargs.get("state_dict") is None:
                 raise HFError("from_pretrained(None, ...) needs config= (a LayerzooConfig) and state_dict=")
@@ -133,6 +171,42 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
                 return_dict: bool | None = None, inputs_embeds: torch.Tensor | None = None,
                 output_hidden_states: bool | None = None, output_attentions: bool | None = None,
                 shift_labels: torch.Tensor | None = None, **ignored: Any) -> CausalLMOutputWithPast:
+        """The model's logits (and loss, and cache) on one piece of each row, as transformers calls it.
+
+        Args:
+            input_ids: (B, T) int64 token ids; or pass inputs_embeds, exactly one.
+            attention_mask: (B, M >= T) of 1 (real) and 0 (padding), covering the cache's columns
+                and these T; None: every token real.
+            labels: (B, T) targets, the inputs themselves (shifted here: logits at t score
+                labels at t + 1); -100 is not scored.
+            cache: the LayerzooCache of the previous calls, or None to start.
+            use_cache: return the cache; None: config.use_cache, unless scoring labels.
+            logits_to_keep: the last so many positions' logits only; 0: all.
+            past_key_values: the cache under transformers' older name (cache wins).
+            return_dict: False: a tuple instead of the output object.
+            inputs_embeds: (B, T, d_model) embeddings in place of input_ids.
+            output_hidden_states: also return the n_layers + 1 hidden states (B, T, d_model);
+                None: config.output_hidden_states.
+            output_attentions: also return each attention layer's weights (B, H, T, keys), for
+                rows without padding; None: config.output_attentions.
+            shift_labels: (B, T) targets already shifted (logits at t score shift_labels at t);
+                they win over labels.
+            **ignored: cache_position, token_type_ids and num_items_in_batch (the loss's
+                divisor under gradient accumulation), which change nothing else; any other
+                argument must be None or False.
+
+        Returns:
+            A CausalLMOutputWithPast with logits (B, T or logits_to_keep, vocab_size) in the model's
+                dtype (all T positions when scoring); loss, a 0-d fp32 mean (the sum divided by
+                num_items_in_batch when given), with labels; cache with use_cache; hidden_states and
+                attentions when asked.
+
+        Raises:
+            HFError: both or neither of input_ids and inputs_embeds, or either of the wrong shape;
+                a cache that is not a LayerzooCache; a malformed attention_mask; labels of another
+                shape; output_attentions on a model without attention layers or with padding; an
+                argument this model does not take.
+        """
         check_ignored(ignored)
         embeddings = self.input_embeddings(input_ids, inputs_embeds)
         cache = cache if cache is not None else past_key_values
@@ -176,7 +250,25 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
         """transformers' generate, after the checks layerzoo's own generate makes, each a one-line
         ValueError before any work: token ids in the vocabulary, an integer max_new_tokens, every
         prompt with a real token; and top_p in (0, 1] (transformers skips a top_p above 1 and
-        keeps 0 or NaN)."""
+        keeps 0 or NaN).
+
+        Args:
+            inputs: (B, T) prompt token ids (or pass input_ids=).
+            generation_config: transformers' GenerationConfig; None: the model's.
+            *args: transformers' positional arguments of generate.
+            **kwargs: transformers' keyword arguments (attention_mask, max_new_tokens, do_sample,
+                top_p, num_beams, ...). A LayerzooCache may be passed as cache / past_key_values
+                to continue from it.
+
+        Returns:
+            What transformers' generate returns: (B, T + new tokens) token ids, or its output
+                object with return_dict_in_generate.
+
+        Raises:
+            ValueError: a token id outside the vocabulary, a max_new_tokens that is not an integer
+                >= 0, a prompt with no real token, or top_p outside (0, 1].
+            HFError: a cache_implementation is set, or the cache given is not a LayerzooCache.
+        """
         config = generation_config if generation_config is not None else self.generation_config
         check_generation(inputs if inputs is not None else kwargs.get("input_ids"), kwargs.get("attention_mask"),
                          {name: kwargs.get(name, getattr(config, name, None)) for name in ("max_new_tokens", "top_p")},

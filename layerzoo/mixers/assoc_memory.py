@@ -33,12 +33,15 @@ from .base import Mixer, MixerOptions
 
 @dataclass
 class AssocMemoryState:
-    """Streaming state of the mixer form (all tensors fp32, batch first).
+    """Streaming state of the mixer form (batch first; the memories fp32).
 
-    memory: (A, z) as of the last segment boundary: what the current segment's tokens read.
-    pending: increments the current segment's tokens have written so far, against `memory`;
-    added to it when the segment completes.
-    position: (B,) tokens each stream has seen; its segments end at multiples of segment_size.
+    Attributes:
+        memory: the Memory (A, z) as of the last segment boundary: what the current segment's
+            tokens read.
+        pending: a Memory of the increments the current segment's tokens have written so far,
+            against `memory`; added to it when the segment completes.
+        position: (B,) int64, tokens each stream has seen; its segments end at multiples of
+            segment_size.
     """
 
     memory: Memory
@@ -77,6 +80,26 @@ class AssociativeMemory(Mixer):
     so that a wrapped pretrained model starts out unchanged. zero_init_values=False draws W_v like
     W_k instead: in a stack trained from scratch a zero W_v keeps the memory empty, and W_q, W_k,
     W_b without gradient, until W_v has moved.
+
+    The streaming state is an AssocMemoryState (see `init_state`).
+
+    Args:
+        d_model: width of the input and output; divides by n_heads.
+        **options: the options below, by keyword; each left out takes its default.
+
+    Keyword Args:
+        segment_size (int): tokens per segment: each reads the memory as of its segment's start;
+            default 64.
+        d_mem (int): key width before the DPFP feature map, split over the heads, <= 2**16; default 64.
+        n_heads (int): heads, <= 2**12; d_mem and d_model must divide by it; default 1.
+        normalize (bool): divide each read by the normalizer z (ARMT's); default True.
+        zero_init_values (bool): start W_v at zero, so that a wrapped model starts unchanged;
+            default True.
+        backend (str): the associative memory kernel backend: "auto" (default), "reference" or
+            "vectorized".
+
+    Raises:
+        OptionError: d_mem or d_model does not divide by n_heads.
     """
 
     layer_type = "linear_attention"
@@ -166,6 +189,16 @@ class AssociativeMemory(Mixer):
         return torch.cat(outputs, dim=1), AssocMemoryState(memory, pending, state.position + x.shape[1])
 
     def init_state(self, batch_size: int) -> AssocMemoryState:
+        """The empty AssocMemoryState for `batch_size` streams.
+
+        Args:
+            batch_size: streams B the state holds.
+
+        Returns:
+            AssocMemoryState with memory and pending each an all-zero fp32 Memory, matrix
+                (B, n_heads, key_dim, d_model / n_heads) and normalizer (B, n_heads, key_dim)
+                (key_dim = 6 * d_mem / n_heads), and position (B,) int64 zeros.
+        """
         shape = (batch_size, self.n_heads, self.key_dim, self.d_model // self.n_heads)
         device = self.query.weight.device
         return AssocMemoryState(empty_memory(*shape, device=device), empty_memory(*shape, device=device),
@@ -177,5 +210,12 @@ class AssociativeMemory(Mixer):
 
     def state_size(self, seq_len: int) -> int:
         """Two (A, z) pairs, the committed memory and the current segment's writes, and the
-        position: constant."""
+        position: constant.
+
+        Args:
+            seq_len: tokens seen (the size does not depend on it).
+
+        Returns:
+            2 * memory_size() + 1.
+        """
         return 2 * self.memory_size() + 1

@@ -30,12 +30,16 @@ from .base import Mixer, MixerOptions
 class KVCache:
     """Streaming state of attention for N streams.
 
-    k, v: (N, L, n_kv_heads, head_dim), keys after RoPE, oldest first. Full attention keeps every
-    token; sliding-window attention keeps the last window-1 (constant memory).
-    lengths: (N,) how many of the L slots hold stream n's keys (its last lengths[n]; the slots in
-    front are unused), or None when every stream fills all L: streams that saw different numbers
-    of tokens (a padded batch, packed sequences) have ragged histories.
-    position: (N,) tokens each stream has seen (the RoPE position of its next token).
+    Full attention keeps every token; sliding-window attention keeps the last window-1 (constant
+    memory). Streams that saw different numbers of tokens (a padded batch, packed sequences) have
+    ragged histories.
+
+    Attributes:
+        k: (N, L, n_kv_heads, head_dim) keys after RoPE, oldest first, in the weights' dtype.
+        v: (N, L, n_kv_heads, head_dim) values, as k.
+        lengths: (N,) int64, how many of the L slots hold stream n's keys (its last lengths[n];
+            the slots in front are unused), or None when every stream fills all L.
+        position: (N,) int64, tokens each stream has seen (the RoPE position of its next token).
     """
 
     k: torch.Tensor
@@ -195,11 +199,30 @@ class CausalAttention(Mixer):
         return k[:, start:].clone(), v[:, start:].clone()
 
     def init_state(self, batch_size: int) -> KVCache:
+        """The empty KVCache for `batch_size` streams.
+
+        Args:
+            batch_size: streams N the cache holds.
+
+        Returns:
+            KVCache with k, v (N, 0, n_kv_heads, head_dim) in the weights' dtype, lengths None and
+                position (N,) int64 zeros. A call returns k, v (N, L, n_kv_heads, head_dim) keys (after
+                RoPE) and values: every token seen for full attention, the last window - 1 for SWA.
+        """
         weight = self.q_proj.weight
         empty = weight.new_zeros(batch_size, 0, self.n_kv_heads, self.head_dim)
         return KVCache(empty, empty.clone(), None, torch.zeros(batch_size, dtype=torch.long, device=weight.device))
 
     def state_size(self, seq_len: int) -> int:
+        """Elements per stream after `seq_len` tokens: keys and values kept, and the position.
+
+        Args:
+            seq_len: tokens the stream has seen.
+
+        Returns:
+            2 * kept * n_kv_heads * head_dim + 1, kept = seq_len (full attention) or
+                min(seq_len, window - 1) (SWA).
+        """
         kept = seq_len if self.window is None else min(seq_len, self.window - 1)
         return 2 * kept * self.n_kv_heads * self.head_dim + 1  # + the position
 
@@ -212,6 +235,32 @@ class Attention(CausalAttention):
 
     Shapes: x (B, T, d_model) -> (B, T, d_model); head_dim defaults to d_model // n_heads. The streaming
     state is a KVCache of every token seen.
+
+    Args:
+        d_model: width of the input and output.
+        **options: the options below, by keyword; each left out takes its default.
+
+    Keyword Args:
+        n_heads (int): query heads; default 8.
+        n_kv_heads (int | None): key/value heads, dividing n_heads (grouped-query attention);
+            None (default): n_heads.
+        head_dim (int | None): channels per head, even (RoPE); None (default): d_model // n_heads.
+        rope_theta (float): RoPE base; default 10000.0.
+        qkv_bias (bool): biases on the query, key and value projections (Qwen2); default False.
+        qk_norm (bool): RMSNorm (a weight per channel) on each head's queries and keys, before RoPE
+            (Qwen3); default False.
+        qk_norm_eps (float): epsilon of the qk-norm RMSNorms; default 1e-6.
+        output_gate (bool): multiply the heads' output by sigmoid(gate_proj(x)) (Qwen3-Next);
+            default False.
+        sinks (bool): a learned sink logit per head in every softmax denominator (GPT-OSS); default
+            False.
+        backend (str): the `sliding_window_attention` backend: "auto" (default), "reference",
+            "chunkwise", "sdpa", "flex", "native" or "triton"; with sinks, "auto", "reference",
+            "chunkwise" or "sdpa".
+
+    Raises:
+        OptionError: head_dim (given, or d_model // n_heads) is odd or d_model does not divide by
+            n_heads; n_heads does not divide by n_kv_heads; sinks on a backend without them.
     """
 
     layer_type = "full_attention"
@@ -226,6 +275,34 @@ class SlidingWindowAttention(CausalAttention):
     train with stochastic windows or evaluate at another window without rebuilding. The streaming
     state keeps the last window-1 keys/values, so decoding runs in constant memory; after widening
     the window mid-stream, only what the old state kept is visible.
+
+    Args:
+        d_model: width of the input and output.
+        **options: the options below, by keyword; each left out takes its default.
+
+    Keyword Args:
+        n_heads (int): query heads; default 8.
+        n_kv_heads (int | None): key/value heads, dividing n_heads (grouped-query attention);
+            None (default): n_heads.
+        head_dim (int | None): channels per head, even (RoPE); None (default): d_model // n_heads.
+        rope_theta (float): RoPE base; default 10000.0.
+        qkv_bias (bool): biases on the query, key and value projections (Qwen2); default False.
+        qk_norm (bool): RMSNorm (a weight per channel) on each head's queries and keys, before RoPE
+            (Qwen3); default False.
+        qk_norm_eps (float): epsilon of the qk-norm RMSNorms; default 1e-6.
+        output_gate (bool): multiply the heads' output by sigmoid(gate_proj(x)) (Qwen3-Next);
+            default False.
+        sinks (bool): a learned sink logit per head in every softmax denominator (GPT-OSS); default
+            False.
+        backend (str): the `sliding_window_attention` backend: "auto" (default), "reference",
+            "chunkwise", "sdpa", "flex", "native" or "triton"; with sinks, "auto", "reference",
+            "chunkwise" or "sdpa".
+        window (int): keys each query attends to, itself included, >= 1; default 128. Settable at run
+            time (`mixer.window`, `set_window`).
+
+    Raises:
+        OptionError: head_dim (given, or d_model // n_heads) is odd or d_model does not divide by
+            n_heads; n_heads does not divide by n_kv_heads; sinks on a backend without them.
     """
 
     layer_type = "sliding_attention"
@@ -242,6 +319,16 @@ def set_window(model: nn.Module, window: int) -> int:
 
     The SWAX recipe samples a window per batch and evaluates at a test window other than the
     training one; both are this call, no rebuild.
+
+    Args:
+        model: any module; every SlidingWindowAttention inside it (the module itself included) is set.
+        window: keys each query attends to, itself included: an int >= 1.
+
+    Returns:
+        How many layers were set (0 for a model without SWA layers).
+
+    Raises:
+        OptionError: `window` is not an int >= 1 (checked as the `window` option is).
     """
     window = check_value(SlidingWindowOptions, "window", window)
     layers = sliding_window_layers(model)

@@ -43,7 +43,14 @@ class MixerOptions(Section):
     def check(self, d_model: int) -> None:
         """Raise OptionError(key, message) for options that cannot build a mixer of width d_model
         (d_model not divisible by n_heads...). Cheap: allocates nothing. Specs call it to validate
-        a file without building the model; the constructor calls it once."""
+        a file without building the model; the constructor calls it once.
+
+        Args:
+            d_model: the width the mixer would be built at.
+
+        Raises:
+            OptionError: the options cannot go together at this width; its key names the option.
+        """
 
 
 class OptionsSignature:
@@ -63,7 +70,18 @@ class OptionsSignature:
 
 class Mixer(nn.Module):
     """Base class of token mixers. Subclasses implement `mix`, `init_state`, `state_size`; the
-    base class's `forward` turns a padded batch into packed sequences for them."""
+    base class's `forward` turns a padded batch into packed sequences for them.
+
+    Args:
+        d_model: the width of the input and output, a positive int.
+        **options: the options the class declares as fields of its `Options` (a MixerOptions),
+            by name; each left out takes its default. Kept, checked, as `mixer.options`.
+
+    Raises:
+        OptionError: d_model is not a positive int, an option is unknown (the message names the
+            closest), a required one is missing, a value is out of its range, or the options
+            cannot go together at this d_model (`Options.check`).
+    """
 
     registry_name: str = ""
     # What hybrid models' configs call such a layer (transformers' `layer_types`: "full_attention",
@@ -87,6 +105,27 @@ class Mixer(nn.Module):
         cu_seqlens: (N + 1,) offsets of N sequences packed into x (B = 1); state then has N rows.
         attention_mask: (B, T), 1 at real tokens and 0 at padding; y is 0 at the padding.
         Malformed arguments are one-line ValueErrors naming them, before any work.
+
+        Args:
+            x: (B, T, d_model) floating-point input in the weights' dtype (fp32 or bf16; fp64
+                too, as the reference checks run it); any B, T >= 0.
+            state: the state a previous call returned for these sequences (one row per sequence,
+                batch first: the mixer's own dataclass, see its `init_state`), or None for the
+                empty state.
+            return_state: also return the state after the last token.
+            cu_seqlens: (N + 1,) int32 / int64 offsets [0, l1, l1 + l2, ..., T] of N sequences
+                packed into x (B = 1), on x's device; nothing crosses a boundary.
+            attention_mask: (B, T) of 1 / True at real tokens and 0 / False at padding (anywhere
+                in a row); padding changes no state. Not with cu_seqlens.
+
+        Returns:
+            y (B, T, d_model) in x's dtype; with return_state, (y, new_state), the state after
+                each sequence's last token, with B rows (N with cu_seqlens), of the same structure as
+                `init_state`'s.
+
+        Raises:
+            ValueError: x is not a floating-point (B, T, d_model) tensor; the state's rows do not
+                match the sequences; cu_seqlens or attention_mask is malformed, or both are given.
         """
         op = type(self).__name__
         check_x(op, x, self.d_model)
@@ -118,6 +157,14 @@ class Mixer(nn.Module):
 
         cu_seqlens is None unless the class sets packs_sequences; then it may be the validated
         offsets of N sequences packed into x (B = 1), and the state has N rows.
+
+        Args:
+            x: (B, T, d_model), already checked by `forward`.
+            state: the state to continue, or None (empty).
+            cu_seqlens: None, or (N + 1,) validated offsets (only where packs_sequences).
+
+        Returns:
+            The pair (y, new_state): y (B, T, d_model) in x's dtype; the state after the last token.
         """
         raise NotImplementedError
 
@@ -133,9 +180,25 @@ class Mixer(nn.Module):
         return torch.cat([y for y, _ in results], dim=1), concat_streams([s for _, s in results])
 
     def init_state(self, batch_size: int) -> Any:
-        """The empty state for `batch_size` sequences, on this module's device."""
+        """The empty state for `batch_size` sequences, on this module's device.
+
+        Args:
+            batch_size: sequences (rows) the state holds, >= 0.
+
+        Returns:
+            The state a call from no state starts from (`state=None` means the same): the
+                mixer's own dataclass of batch-first tensors.
+        """
         raise NotImplementedError
 
     def state_size(self, seq_len: int) -> int:
-        """Number of state elements per sequence after `seq_len` tokens."""
+        """Number of state elements per sequence after `seq_len` tokens.
+
+        Args:
+            seq_len: tokens the sequence has seen, >= 0.
+
+        Returns:
+            The elements of all the state's tensors, per sequence; never decreasing in seq_len
+                (constant for the recurrent mixers).
+        """
         raise NotImplementedError

@@ -35,10 +35,14 @@ from .decay_gates import init_decay_rate, init_time_step_bias
 class GatedDeltaNetState:
     """Streaming state of Gated DeltaNet and Kimi Delta Attention; its size does not grow with the sequence.
 
-    q_conv, k_conv: (B, conv_size - 1, n_heads * head_dim); v_conv: (B, conv_size - 1,
-    n_heads * head_v_dim): the last inputs of each short convolution (projections before the
+    The convolution caches hold the last inputs of each short convolution (projections before the
     convolution), oldest first, in the model's dtype; None without short convolutions.
-    recurrent: (B, n_heads, head_dim, head_v_dim), the memory S, fp32 whatever the model's dtype.
+
+    Attributes:
+        q_conv: (B, conv_size - 1, n_heads * head_dim), the q convolution's cache.
+        k_conv: (B, conv_size - 1, n_heads * head_dim), the k convolution's cache.
+        v_conv: (B, conv_size - 1, n_heads * head_v_dim), the v convolution's cache.
+        recurrent: (B, n_heads, head_dim, head_v_dim), the memory S, fp32 whatever the model's dtype.
     """
 
     q_conv: torch.Tensor | None
@@ -122,12 +126,31 @@ class DeltaRuleLayer(Mixer):
         return (F.silu(x), None) if conv is None else conv(x, cache, cu_seqlens=cu_seqlens)
 
     def init_state(self, batch_size: int) -> GatedDeltaNetState:
+        """The empty (all-zero) GatedDeltaNetState for `batch_size` sequences.
+
+        Args:
+            batch_size: sequences B the state holds.
+
+        Returns:
+            GatedDeltaNetState with q_conv, k_conv (B, conv_size - 1, n_heads * head_dim) and
+                v_conv (B, conv_size - 1, n_heads * head_v_dim) in the weights' dtype (None without
+                short convolutions), and recurrent (B, n_heads, head_dim, head_v_dim) in fp32.
+        """
         caches = [None if conv is None else conv.init_state(batch_size)
                   for conv in (self.q_conv1d, self.k_conv1d, self.v_conv1d)]
         recurrent = self.A_log.new_zeros(batch_size, self.n_heads, self.head_dim, self.head_v_dim, dtype=torch.float32)
         return GatedDeltaNetState(*caches, recurrent)
 
     def state_size(self, seq_len: int) -> int:
+        """Elements per sequence, whatever seq_len: the convolutions' caches and the memory S.
+
+        Args:
+            seq_len: tokens seen (the size does not depend on it).
+
+        Returns:
+            (conv_size - 1) * n_heads * (2 * head_dim + head_v_dim) (0 without short
+                convolutions) + n_heads * head_dim * head_v_dim.
+        """
         conv_width = self.n_heads * (2 * self.head_dim + self.head_v_dim)
         conv = (self.conv_size - 1) * conv_width if self.q_conv1d is not None else 0
         return conv + self.n_heads * self.head_dim * self.head_v_dim
@@ -142,6 +165,27 @@ class GatedDeltaNet(DeltaRuleLayer):
     8 d_model^2 weights; fla's configurations (head_dim 256, e.g. 6 heads at d_model 2048) give
     n_heads * head_dim = 0.75 d_model, about 6 d_model^2. `backend` and `chunk_size` go to
     `gated_delta_rule`; its "auto" runs single-token steps (decoding) as one recurrent step.
+    The streaming state is a GatedDeltaNetState (see `init_state`).
+
+    Args:
+        d_model: width of the input and output.
+        **options: the options below, by keyword; each left out takes its default.
+
+    Keyword Args:
+        n_heads (int): heads; default 4.
+        head_dim (int | None): key width per head; None (default): d_model // n_heads.
+        expand_v (float): value width per head: expand_v * head_dim; default 2.0.
+        use_short_conv (bool): short causal convolutions with SiLU on q, k and v (else SiLU alone);
+            default True.
+        conv_size (int): width of the short convolutions; default 4.
+        norm_eps (float): epsilon of the output RMSNorm; default 1e-5.
+        chunk_size (int): chunk length of the chunkwise kernel; default 64.
+        backend (str): the `gated_delta_rule` kernel backend: "auto" (default), "reference",
+            "chunkwise" or "fla".
+
+    Raises:
+        OptionError: d_model does not divide by n_heads (without head_dim), or head_dim *
+            expand_v is not a positive integer.
     """
 
     layer_type = "linear_attention"

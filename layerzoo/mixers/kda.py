@@ -47,7 +47,26 @@ class KimiDeltaAttention(DeltaRuleLayer):
     d_model // n_heads; values are expand_v times wider. The low-rank decay and output-gate
     projections go through head_v_dim channels. Kimi Linear's configuration is head_dim 128,
     expand_v 1. `backend` and `chunk_size` go to `kda`; its "auto" runs single-token steps
-    (decoding) as one recurrent step.
+    (decoding) as one recurrent step. The streaming state is a GatedDeltaNetState (see `init_state`).
+
+    Args:
+        d_model: width of the input and output.
+        **options: the options below, by keyword; each left out takes its default.
+
+    Keyword Args:
+        n_heads (int): heads; default 4.
+        head_dim (int | None): key width per head; None (default): d_model // n_heads.
+        expand_v (float): value width per head: expand_v * head_dim; default 1.0.
+        use_short_conv (bool): short causal convolutions with SiLU on q, k and v (else SiLU alone);
+            default True.
+        conv_size (int): width of the short convolutions; default 4.
+        norm_eps (float): epsilon of the output RMSNorm; default 1e-5.
+        chunk_size (int): chunk length of the chunkwise kernel; default 64.
+        backend (str): the `kda` kernel backend: "auto" (default), "reference", "chunkwise" or "fla".
+
+    Raises:
+        OptionError: d_model does not divide by n_heads (without head_dim), or head_dim *
+            expand_v is not a positive integer.
     """
 
     layer_type = "linear_attention"

@@ -40,9 +40,10 @@ from .decay_gates import init_decay_rate, init_time_step_bias
 class Mamba2State:
     """Streaming state of Mamba-2; its size does not grow with the sequence.
 
-    conv: (B, conv_size - 1, d_inner + 2 * n_groups * d_state), the last inputs of the short
-    convolution over x, B, C (before it), oldest first, in the model's dtype.
-    ssm: (B, n_heads, d_state, head_dim), the state h, fp32 whatever the model's dtype.
+    Attributes:
+        conv: (B, conv_size - 1, d_inner + 2 * n_groups * d_state), the last inputs of the short
+            convolution over x, B, C (before it), oldest first, in the model's dtype.
+        ssm: (B, n_heads, d_state, head_dim), the state h, fp32 whatever the model's dtype.
     """
 
     conv: torch.Tensor
@@ -83,7 +84,27 @@ class Mamba2(Mixer):
     n_groups groups. The defaults are Mamba-2's (head_dim 64, d_state 128, expand 2, conv 4,
     one group): about 6 d_model^2 weights. dt_min, dt_max: the range of the initial step.
     `backend` and `chunk_size` go to `ssd`; its "auto" runs single-token steps (decoding) as one
-    recurrent step.
+    recurrent step. The streaming state is a Mamba2State (see `init_state`).
+
+    Args:
+        d_model: width of the input and output.
+        **options: the options below, by keyword; each left out takes its default.
+
+    Keyword Args:
+        head_dim (int): channels per head; the heads are expand * d_model // head_dim; default 64.
+        d_state (int): width of B and C: the state is (d_state, head_dim) per head; default 128.
+        expand (int): inner width d_inner = expand * d_model; default 2.
+        n_groups (int): groups of heads sharing one B and C (and one norm group); default 1.
+        conv_size (int): width of the short convolution over x, B and C; default 4.
+        dt_min (float): lower end of the initial time step's log-uniform range; default 1e-3.
+        dt_max (float): upper end of the initial time step's log-uniform range; default 0.1.
+        norm_eps (float): epsilon of the gated RMSNorm; default 1e-5.
+        chunk_size (int): chunk length of the chunkwise kernel; default 64.
+        backend (str): the `ssd` kernel backend: "auto" (default), "reference", "chunkwise" or "fla".
+
+    Raises:
+        OptionError: expand * d_model does not divide by head_dim, the heads do not divide by
+            n_groups, or dt_min > dt_max.
     """
 
     packs_sequences = True
@@ -144,9 +165,26 @@ class Mamba2(Mixer):
         return groups.repeat_interleave(self.n_heads // self.n_groups, dim=2)
 
     def init_state(self, batch_size: int) -> Mamba2State:
+        """The empty (all-zero) Mamba2State for `batch_size` sequences.
+
+        Args:
+            batch_size: sequences B the state holds.
+
+        Returns:
+            Mamba2State with conv (B, conv_size - 1, d_inner + 2 * n_groups * d_state) in the
+                weights' dtype and ssm (B, n_heads, d_state, head_dim) in fp32.
+        """
         conv = self.conv1d.init_state(batch_size)
         ssm = self.A_log.new_zeros(batch_size, self.n_heads, self.d_state, self.head_dim, dtype=torch.float32)
         return Mamba2State(conv, ssm)
 
     def state_size(self, seq_len: int) -> int:
+        """Elements per sequence, whatever seq_len: the convolution's cache and the state h.
+
+        Args:
+            seq_len: tokens seen (the size does not depend on it).
+
+        Returns:
+            (conv_size - 1) * (d_inner + 2 * n_groups * d_state) + n_heads * d_state * head_dim.
+        """
         return (self.conv_size - 1) * self.conv_dim + self.n_heads * self.d_state * self.head_dim

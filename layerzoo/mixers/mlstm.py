@@ -53,6 +53,27 @@ class MLSTM(Mixer):
     one step of the reference loop.
     Init follows xLSTM-7B: gate weights zero, forget-gate bias linspace(3, 6) over heads (slow to
     forget), input-gate bias -10 (small writes until trained).
+
+    Args:
+        d_model: width of the input and output.
+        **options: the options below, by keyword; each left out takes its default.
+
+    Keyword Args:
+        n_heads (int): heads; the q/k and v widths must divide by it; default 4.
+        qk_dim_factor (float): q and k width: qk_dim_factor * d_model, split over the heads;
+            default 0.5.
+        v_dim_factor (float): v and output-gate width: v_dim_factor * d_model, split over the heads;
+            default 1.0.
+        gate_soft_cap (float | None): soft cap of the input and forget gate pre-activations;
+            None: uncapped; default 15.0.
+        chunk_size (int): chunk length of the chunkwise kernel; default 64.
+        backend (str): the `mlstm` kernel backend: "auto" (default), "reference", "chunkwise" or
+            "triton".
+        norm_eps (float): epsilon of the per-head output LayerNorm; default 1e-6.
+
+    Raises:
+        OptionError: qk_dim_factor * d_model or v_dim_factor * d_model is not a positive integer,
+            or does not divide by n_heads.
     """
 
     packs_sequences = True
@@ -115,10 +136,27 @@ class MLSTM(Mixer):
         return gates.chunk(2, dim=-1)
 
     def init_state(self, batch_size: int) -> MLSTMState:
+        """The empty (all-zero) MLSTMState for `batch_size` sequences.
+
+        Args:
+            batch_size: sequences B the state holds.
+
+        Returns:
+            MLSTMState with C (B, n_heads, Dk, Dv), n (B, n_heads, Dk), m (B, n_heads), fp32
+                (fp64 for fp64 weights), on the weights' device.
+        """
         weight = self.in_proj.weight
         return MLSTMState.empty(
             batch_size, self.n_heads, self.key_dim, self.value_dim, compute_dtype(weight.dtype), weight.device
         )
 
     def state_size(self, seq_len: int) -> int:
+        """Elements per sequence, whatever seq_len: C, n and m of every head.
+
+        Args:
+            seq_len: tokens seen (the size does not depend on it).
+
+        Returns:
+            n_heads * (Dk * Dv + Dk + 1).
+        """
         return self.n_heads * (self.key_dim * self.value_dim + self.key_dim + 1)

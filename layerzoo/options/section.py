@@ -34,7 +34,22 @@ def option(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MIS
            help: str = "") -> Any:
     """A section field: its default (or a `factory` for mutable ones; neither: required), its
     bounds, inclusive `min` and `max` or exclusive `above` (they apply to each element of a
-    tuple), the `choices` a string may take, and `help`, the one line the CLI and the docs show."""
+    tuple), the `choices` a string may take, and `help`, the one line the CLI and the docs show.
+
+    Args:
+        default: the value when none is given; left out (and no factory): the option is required.
+        factory: a callable making the default, for mutable values (a list, a dict).
+        min: the smallest value allowed, inclusive.
+        max: the largest value allowed, inclusive.
+        above: a value the option must exceed (exclusive lower bound).
+        choices: the strings the option may take.
+        help: the one-line description the CLI and the docs show.
+
+    Returns:
+        A `dataclasses.field` carrying the bounds, choices and help in its metadata, for a field of
+            a Section or MixerOptions dataclass; the values are checked when the section is made (an
+            OptionError naming the field).
+    """
     metadata: dict[str, Any] = {name: value for name, value in zip(BOUNDS, (min, max, above)) if value is not None}
     if choices is not None:
         metadata["choices"] = tuple(choices)

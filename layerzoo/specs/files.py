@@ -19,7 +19,12 @@ MAX_EXTENDS = 64
 
 
 def shipped_specs() -> list[str]:
-    """Names of the specs that ship with layerzoo."""
+    """Names of the specs that ship with layerzoo.
+
+    Returns:
+        The names (the YAML files' stems, "swa-full", ...), sorted; each is a valid `spec` for
+            `load_spec` and `build`.
+    """
     return sorted(path.stem for path in SHIPPED_DIR.glob("*.yaml"))
 
 

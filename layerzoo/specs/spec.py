@@ -27,6 +27,15 @@ class Spec:
     An ARMT spec adds `armt`, around either `model` (a stack built from scratch) or `hf_checkpoint`
     (a Hugging Face save_pretrained directory, the `base:` section; `model` is then None).
     `sections` holds the validated sections that layers above specs own, by key (`training`).
+
+    Attributes:
+        model: the resolved ModelConfig, or None for ARMT around a checkpoint.
+        name: the spec's `name:`, or None.
+        description: its `description:`, or None.
+        source: where it was read from: the file's path, or "<dict>"; None for a Spec made in Python.
+        armt: the ARMTConfig of an `armt:` section, or None.
+        hf_checkpoint: the `base:` checkpoint directory, or None.
+        sections: the other validated sections by key (`training`: a TrainingConfig).
     """
 
     model: ModelConfig | None
@@ -84,6 +93,21 @@ def load_spec(spec: str | Path | dict | Spec, overrides: Iterable[str] = ()) -> 
 
     overrides: `dotted.key=value` strings, as `--set` on the command line, applied last.
     Raises SpecError whose message names the file, the line and the key.
+
+    Args:
+        spec: a shipped spec's name (see `shipped_specs`), a path to a YAML file (its `extends`
+            chain merged underneath it), a dict of a spec's contents, or a Spec (returned as it
+            is when there are no overrides).
+        overrides: `dotted.key=value` strings (`model.d_model=256`, `model.mixers.swa.window=64`),
+            each value read as YAML.
+
+    Returns:
+        The validated Spec: `model` (a ModelConfig with every mixer option resolved), `name`,
+            `description`, `source`, and `armt` / `hf_checkpoint` for an ARMT spec.
+
+    Raises:
+        SpecError: the spec cannot be found or read, or a key or value in it (or in an
+            override) is wrong; the message starts with `file:line: key:`.
     """
     overrides = list(overrides)
     if isinstance(spec, Spec):

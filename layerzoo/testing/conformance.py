@@ -15,7 +15,17 @@ from .trees import tensors_in
 
 
 def make_mixer(mixer: str | type, d_model: int = 32, seed: int = 0, **options: Any) -> torch.nn.Module:
-    """An fp32 mixer from a registered name (with its test options) or a class, seeded."""
+    """An fp32 mixer from a registered name (with its test options) or a class, seeded.
+
+    Args:
+        mixer: a registered name or a mixer class.
+        d_model: its width.
+        seed: the torch seed its weights are drawn with.
+        **options: its options, over a registered name's test options.
+
+    Returns:
+        The mixer, fp32, on the CPU.
+    """
     if isinstance(mixer, str):
         entry = get_mixer(mixer)
         mixer, options = entry.cls, {**entry.test_options, **options}
@@ -24,13 +34,31 @@ def make_mixer(mixer: str | type, d_model: int = 32, seed: int = 0, **options: A
 
 
 def state_numel(state: Any) -> int:
-    """Total elements of all tensors in a state (dataclass, tuple, list or dict of tensors)."""
+    """Total elements of all tensors in a state (dataclass, tuple, list or dict of tensors).
+
+    Args:
+        state: a state, or None.
+
+    Returns:
+        The number of elements.
+    """
     return sum(t.numel() for t in tensors_in(state))
 
 
 def run_in_pieces(mixer: torch.nn.Module, x: torch.Tensor, pieces: Iterable[int], state: Any = None):
     """Feed x (B, T, ...) through a streaming module (a mixer, or a model on token ids) piece by
-    piece along dim 1, threading the state; returns (the outputs concatenated along dim 1, state)."""
+    piece along dim 1, threading the state; returns (the outputs concatenated along dim 1, state).
+
+    Args:
+        mixer: called as mixer(piece, state=state, return_state=True).
+        x: (B, T, ...) input.
+        pieces: piece lengths summing to T.
+        state: the state to start from; None: empty.
+
+    Returns:
+        The pair (y, state): the outputs concatenated along dim 1, and the state after the last
+            piece.
+    """
     outputs = []
     for piece in x.split(list(pieces), dim=1):
         y, state = mixer(piece, state=state, return_state=True)
@@ -39,13 +67,31 @@ def run_in_pieces(mixer: torch.nn.Module, x: torch.Tensor, pieces: Iterable[int]
 
 
 def prefill_then_decode(length: int, prefill: int, piece: int) -> list[int]:
-    """Piece lengths for a prompt of `prefill` tokens read `piece` at a time, then decoding one by one."""
+    """Piece lengths for a prompt of `prefill` tokens read `piece` at a time, then decoding one by one.
+
+    Args:
+        length: total tokens T.
+        prefill: tokens of the prompt, <= length.
+        piece: tokens per prefill call, >= 1.
+
+    Returns:
+        Piece lengths summing to length.
+    """
     chunks = [min(piece, prefill - start) for start in range(0, prefill, piece)]
     return chunks + [1] * (length - prefill)
 
 
 def check_shapes(mixer: torch.nn.Module, x: torch.Tensor) -> None:
-    """(B, T, d_model) in -> same shape and dtype out, with or without return_state."""
+    """(B, T, d_model) in -> same shape and dtype out, with or without return_state.
+
+    Args:
+        mixer: the mixer under test (a Mixer, or any module with the mixer contract).
+        x: (B, T, d_model) input in the mixer's dtype.
+
+    Raises:
+        AssertionError: the output's shape or dtype is not the input's, return_state=True changes
+            the output or returns no state.
+    """
     y = mixer(x)
     if y.shape != x.shape or y.dtype != x.dtype:
         raise AssertionError(f"output {tuple(y.shape)} {y.dtype} != input {tuple(x.shape)} {x.dtype}")
@@ -56,7 +102,17 @@ def check_shapes(mixer: torch.nn.Module, x: torch.Tensor) -> None:
 
 
 def check_streaming(mixer: torch.nn.Module, x: torch.Tensor, pieces: list[int]) -> None:
-    """Any split into pieces with the state threaded through equals one call; so does init_state."""
+    """Any split into pieces with the state threaded through equals one call; so does init_state.
+
+    Args:
+        mixer: the mixer under test (a Mixer, or any module with the mixer contract).
+        x: (B, T, d_model) input in the mixer's dtype.
+        pieces: piece lengths summing to T.
+
+    Raises:
+        AssertionError: a streamed output, or the output from init_state, differs from one call's;
+            or the final states differ in size.
+    """
     full, full_state = mixer(x, return_state=True)
     streamed, streamed_state = run_in_pieces(mixer, x, pieces)
     assert_close(streamed, full, x.dtype, what=f"output streamed in pieces {pieces}", scale=10)
@@ -69,7 +125,15 @@ def check_streaming(mixer: torch.nn.Module, x: torch.Tensor, pieces: list[int]) 
 def check_empty_inputs(mixer: torch.nn.Module, x: torch.Tensor) -> None:
     """Calls without tokens work: T = 0 and B = 0 give empty outputs of the input's shape and dtype;
     T = 0 passes a state on unchanged (continuing from it equals continuing from the state given)
-    and from no state gives the empty state; a batch of none holds no state elements."""
+    and from no state gives the empty state; a batch of none holds no state elements.
+
+    Args:
+        mixer: the mixer under test (a Mixer, or any module with the mixer contract).
+        x: (B, T, d_model) input in the mixer's dtype.
+
+    Raises:
+        AssertionError: one of these does not hold.
+    """
     for empty in (x[:, :0], x[:0], x[:0, :0]):
         y, state = mixer(empty, return_state=True)
         if y.shape != empty.shape or y.dtype != x.dtype:
@@ -89,7 +153,15 @@ def check_empty_inputs(mixer: torch.nn.Module, x: torch.Tensor) -> None:
 
 
 def check_reentrant(mixer: torch.nn.Module, x: torch.Tensor) -> None:
-    """A state is a value: using it twice gives the same output (nothing is updated in place)."""
+    """A state is a value: using it twice gives the same output (nothing is updated in place).
+
+    Args:
+        mixer: the mixer under test (a Mixer, or any module with the mixer contract).
+        x: (B, T, d_model) input in the mixer's dtype.
+
+    Raises:
+        AssertionError: the second use of a state gives another output.
+    """
     half = max(x.shape[1] // 2, 1)
     _, state = mixer(x[:, :half], return_state=True)
     rest = x[:, half:] if x.shape[1] > half else x[:, :1]
@@ -100,7 +172,16 @@ def check_reentrant(mixer: torch.nn.Module, x: torch.Tensor) -> None:
 
 
 def check_state_size(mixer: torch.nn.Module, x: torch.Tensor) -> None:
-    """state_size(T) counts the elements of the state after T tokens, per sequence."""
+    """state_size(T) counts the elements of the state after T tokens, per sequence.
+
+    Args:
+        mixer: the mixer under test (a Mixer, or any module with the mixer contract).
+        x: (B, T, d_model) input in the mixer's dtype.
+
+    Raises:
+        AssertionError: state_size(t) is not the state's elements per sequence after t tokens, or
+            decreases with t.
+    """
     batch, length, _ = x.shape
     for t in sorted({1, length // 2 or 1, length}):
         _, state = mixer(x[:, :t], return_state=True)
@@ -116,7 +197,17 @@ def check_state_contract(mixer: torch.nn.Module, x: torch.Tensor,
                          dtypes: Sequence[torch.dtype] = (torch.float32, torch.bfloat16)) -> None:
     """In each dtype (of the weights and the input), init_state(B) is the state a call returns, in
     kind: the same tensors with the same dtypes, devices and batch (B rows first); and
-    state_size(0) is the size of an empty state."""
+    state_size(0) is the size of an empty state.
+
+    Args:
+        mixer: the mixer under test (a Mixer, or any module with the mixer contract).
+        x: (B, T, d_model) input in the mixer's dtype.
+        dtypes: the dtypes the mixer is checked in (a copy where it is not x's).
+
+    Raises:
+        AssertionError: init_state's tensors differ in number, dtype, device or rows from a returned
+            state's, or state_size(0) is not an empty state's size.
+    """
     batch = x.shape[0]
     for dtype in dtypes:
         module = mixer if dtype == x.dtype else copy.deepcopy(mixer).to(dtype)
@@ -137,7 +228,16 @@ def check_state_contract(mixer: torch.nn.Module, x: torch.Tensor,
 def check_causality(mixer: torch.nn.Module, x: torch.Tensor, position: int) -> None:
     """Changing the tokens from `position` on leaves every earlier output bit-identical: in one
     call, in a padded batch (attention_mask) and in packed sequences (cu_seqlens), so a leak
-    through the mixer's own chunking, padding or packing shows too."""
+    through the mixer's own chunking, padding or packing shows too.
+
+    Args:
+        mixer: the mixer under test (a Mixer, or any module with the mixer contract).
+        x: (B, T, d_model) input in the mixer's dtype.
+        position: the first changed token, 0 <= position < T.
+
+    Raises:
+        AssertionError: an earlier output changed.
+    """
     changed = x.clone()
     changed[:, position:] = torch.randn(changed[:, position:].shape, generator=torch.Generator().manual_seed(11)).to(x.dtype)
     head = slice(0, position)
@@ -157,7 +257,15 @@ def check_causality(mixer: torch.nn.Module, x: torch.Tensor, position: int) -> N
 
 
 def check_batch_independence(mixer: torch.nn.Module, x: torch.Tensor) -> None:
-    """Each row's output is its own: the same alone, in the batch, and in the batch reversed."""
+    """Each row's output is its own: the same alone, in the batch, and in the batch reversed.
+
+    Args:
+        mixer: the mixer under test (a Mixer, or any module with the mixer contract).
+        x: (B, T, d_model) input in the mixer's dtype.
+
+    Raises:
+        AssertionError: a row's output in the batch differs from its output alone.
+    """
     together = mixer(x)
     reversed_rows = mixer(x.flip(0)).flip(0)
     for index in range(x.shape[0]):
@@ -171,7 +279,17 @@ def check_reference(mixer: torch.nn.Module, x: torch.Tensor, reference: Callable
     """The mixer against a reference of what it computes, `reference(mixer, x) -> y`, which is
     called on copies in fp64: for each dtype, the mixer in that dtype (weights and input) against
     the reference on the same values in fp64, at the dtype's tolerance. A mixer that computes in
-    less precision than its inputs (bf16 inside an fp32 call) fails at fp32."""
+    less precision than its inputs (bf16 inside an fp32 call) fails at fp32.
+
+    Args:
+        mixer: the mixer under test (a Mixer, or any module with the mixer contract).
+        x: (B, T, d_model) input in the mixer's dtype.
+        reference: reference(mixer, x) -> y (B, T, d_model), called in fp64.
+        dtypes: the dtypes the mixer runs in.
+
+    Raises:
+        AssertionError: the output in a dtype is farther from the reference than that dtype's tolerance.
+    """
     for dtype in dtypes:
         low = copy.deepcopy(mixer).to(dtype)
         x_low = x.to(dtype)
@@ -180,7 +298,15 @@ def check_reference(mixer: torch.nn.Module, x: torch.Tensor, reference: Callable
 
 
 def check_gradients(mixer: torch.nn.Module, x: torch.Tensor) -> None:
-    """Backward through one call and through a streamed call gives finite gradients everywhere."""
+    """Backward through one call and through a streamed call gives finite gradients everywhere.
+
+    Args:
+        mixer: the mixer under test (a Mixer, or any module with the mixer contract).
+        x: (B, T, d_model) input in the mixer's dtype.
+
+    Raises:
+        AssertionError: the input's gradient, or a parameter's, is missing or not finite.
+    """
     x = x.detach().clone().requires_grad_(True)
     mixer.zero_grad(set_to_none=True)
     half = max(x.shape[1] // 2, 1)
@@ -196,7 +322,16 @@ def check_gradients(mixer: torch.nn.Module, x: torch.Tensor) -> None:
 def padded_batch(rows: list[torch.Tensor], side: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Sequences (T_i, ...) -> a batch (B, max T_i, ...) padded with noise on the `side` ("left" or
     "right") and its attention_mask (B, max T_i), 1 at real tokens. Noise, not zeros, so that a
-    pad that leaked anywhere would show."""
+    pad that leaked anywhere would show.
+
+    Args:
+        rows: B sequences (T_i, ...), of one dtype (integer rows get integer noise).
+        side: "left" or "right".
+
+    Returns:
+        The pair (batch, attention_mask): (B, max T_i, ...) in the rows' dtype, and (B, max T_i)
+            int64.
+    """
     length = max(len(row) for row in rows)
     batch = torch.randn(len(rows), length, *rows[0].shape[1:], generator=torch.Generator().manual_seed(7))
     batch = batch.to(rows[0].dtype) if rows[0].is_floating_point() else batch.abs().mul(10).long()
@@ -212,7 +347,15 @@ def check_padding(mixer: torch.nn.Module, x: torch.Tensor, lengths: list[int], d
     real tokens (zeros at the padding), and then `decode` more tokens continued from the batch's
     state equal those continued from the row's own state (pieces of one token: decoding).
 
-    x: (B, T, d_model) with T >= max(lengths) + decode; row b is x[b, :lengths[b]].
+    Args:
+        mixer: the mixer under test.
+        x: (B, T, d_model) with T >= max(lengths) + decode; row b is x[b, :lengths[b]].
+        lengths: B row lengths, each >= 1.
+        decode: tokens decoded after the batch.
+
+    Raises:
+        AssertionError: a padded row's outputs, or its decoding after the batch, differ from the
+            row's alone, or the padding's outputs are not zero.
     """
     rows = [x[index, :length] for index, length in enumerate(lengths)]
     after = x[:, max(lengths):max(lengths) + decode]
@@ -234,7 +377,15 @@ def check_packing(mixer: torch.nn.Module, x: torch.Tensor, lengths: list[int], d
     """Sequences packed into one row with cu_seqlens equal each run alone: outputs, and `decode`
     more tokens per sequence continued from the packed call's state (one stream per sequence).
 
-    x: (N, T, d_model) with T >= max(lengths) + decode; sequence n is x[n, :lengths[n]].
+    Args:
+        mixer: the mixer under test.
+        x: (N, T, d_model) with T >= max(lengths) + decode; sequence n is x[n, :lengths[n]].
+        lengths: N sequence lengths, each >= 1.
+        decode: tokens decoded after the packed call.
+
+    Raises:
+        AssertionError: a packed sequence's outputs, or its decoding after the packed call, differ
+            from the sequence's alone.
     """
     rows = [x[index, :length] for index, length in enumerate(lengths)]
     packed = torch.cat(rows)[None]
@@ -250,7 +401,17 @@ def check_packing(mixer: torch.nn.Module, x: torch.Tensor, lengths: list[int], d
 
 
 def check_dtypes(mixer: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype = torch.bfloat16) -> None:
-    """In `dtype` (weights and input) the output keeps that dtype and stays close to fp32."""
+    """In `dtype` (weights and input) the output keeps that dtype and stays close to fp32.
+
+    Args:
+        mixer: the mixer under test, fp32 (cast to dtype for the check, then back to fp32).
+        x: (B, T, d_model) input; its fp32 copy gives the yardstick.
+        dtype: the low-precision dtype.
+
+    Raises:
+        AssertionError: the output is of another dtype or farther from fp32 than the dtype's
+            tolerance (times 3).
+    """
     reference = mixer(x.float())
     low = mixer.to(dtype)
     try:

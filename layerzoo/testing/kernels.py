@@ -35,9 +35,11 @@ Inputs = dict[str, torch.Tensor]
 class KernelCase:
     """One call's worth of a family's inputs.
 
-    inputs: tensors (B, T, ...), the sequence along dim 1. state: an initial state reachable by
-    the family's recurrence, its tensors batch first, or None (the empty state). options: the
-    call's other arguments (chunk_size, window...).
+    Attributes:
+        inputs: name -> tensor (B, T, ...), the sequence along dim 1.
+        state: an initial state reachable by the family's recurrence, its tensors batch first, or
+            None (the empty state).
+        options: the call's other arguments (chunk_size, window...).
     """
 
     inputs: Inputs
@@ -63,25 +65,29 @@ def _rows_joined(states: list[Any]) -> Any:
 class KernelFamily:
     """How the kernel checks drive one family.
 
-    cases(batch, length, dtype): a hypothesis strategy of KernelCase with inputs of that size and
-        dtype and a drawn state (never None) of that batch size.
-    run(inputs, state, backend, options) -> (out (B, T, ...), final state): one streaming call,
-        starting from `state` (None: the empty state), on the backend of that name.
-    dtypes: the input dtypes the checks draw.
-    comparable(state, like): the tensors by which `state` is compared with a state `like` it
-        should equal (default: all of its tensors); e.g. mLSTM states, read in one stabiliser frame.
-    free_length: inputs whose length need not match the others' (attention's queries).
-    same_dtype: inputs that must share one dtype.
-    checked_state(state): the part of the state the kernel takes and validates (default: all of
-        it), or None where the state is the caller's (attention's key cache).
-    packs: whether the kernel takes packed sequences: with options["cu_seqlens"] (fla's
-        convention), run takes inputs (1, T, ...) of N sequences one after another, a state of N
-        rows (one per sequence, as `cases` draws for B = N) or None, and gives their outputs and
-        final states.
-    joined_states(states): the final state of a packed call, from the final states of one call
-        per sequence (default: their tensors concatenated, a row per sequence).
-    reference: the backend that is the family's truth (a step loop, a dense mask), which the
-        others are compared with in fp64; None for a family without one.
+    Attributes:
+        name: the family's name in reports.
+        cases: cases(batch, length, dtype): a hypothesis strategy of KernelCase with inputs of
+            that size and dtype and a drawn state (never None) of that batch size.
+        run: run(inputs, state, backend, options) -> (out (B, T, ...), final state): one streaming
+            call, starting from `state` (None: the empty state), on the backend of that name.
+        dtypes: the input dtypes the checks draw.
+        comparable: comparable(state, like): the tensors by which `state` is compared with a state
+            `like` it should equal (default: all of its tensors); e.g. mLSTM states, read in one
+            stabiliser frame.
+        free_length: inputs whose length need not match the others' (attention's queries).
+        same_dtype: inputs that must share one dtype.
+        checked_state: checked_state(state): the part of the state the kernel takes and validates
+            (default: all of it), or None where the state is the caller's (attention's key cache).
+        packs: whether the kernel takes packed sequences: with options["cu_seqlens"] (fla's
+            convention), run takes inputs (1, T, ...) of N sequences one after another, a state of
+            N rows (one per sequence, as `cases` draws for B = N) or None, and gives their outputs
+            and final states.
+        joined_states: joined_states(states): the final state of a packed call, from the final
+            states of one call per sequence (default: their tensors concatenated, a row per
+            sequence).
+        reference: the backend that is the family's truth (a step loop, a dense mask), which the
+            others are compared with in fp64; None for a family without one.
     """
 
     name: str
@@ -102,7 +108,19 @@ def kernel_cases(draw, family: KernelFamily, dtypes: Sequence[torch.dtype] | Non
                  min_length: int = 1, max_length: int = 12, initial_state: bool | None = None) -> KernelCase:
     """A KernelCase of `family` with B in [1, max_batch], T in [min_length, max_length] and a dtype
     of `dtypes` (default family.dtypes); with its drawn initial state, without it (None), or
-    either (initial_state None)."""
+    either (initial_state None).
+
+    Args:
+        family: the KernelFamily.
+        dtypes: the input dtypes to draw from; None: family.dtypes.
+        max_batch: the most sequences B.
+        min_length: the fewest tokens T.
+        max_length: the most tokens T.
+        initial_state: True: with the drawn state; False: None; None: either.
+
+    Returns:
+        A strategy of KernelCase (a hypothesis composite: hypothesis passes `draw`).
+    """
     batch = draw(st.integers(1, max_batch))
     length = draw(st.integers(min_length, max_length))
     case = draw(family.cases(batch, length, draw(st.sampled_from(list(dtypes or family.dtypes)))))
@@ -112,7 +130,17 @@ def kernel_cases(draw, family: KernelFamily, dtypes: Sequence[torch.dtype] | Non
 
 def check_kernel_streaming(family: KernelFamily, case: KernelCase, backend: str, split: int) -> None:
     """Two calls, the second starting from the first's final state, equal one call: the sequence
-    cut at `split` (0 <= split <= T); outputs and final states."""
+    cut at `split` (0 <= split <= T); outputs and final states.
+
+    Args:
+        family: the KernelFamily.
+        case: a KernelCase of it (kernel_cases draws them).
+        backend: the backend's name.
+        split: where the sequence is cut, 0 <= split <= T.
+
+    Raises:
+        AssertionError: the two calls' output or final state differs from one call's.
+    """
     run = _runner(family, case, backend)
     full, full_state = run(case.inputs, case.state)
     first, middle = run(_steps(case.inputs, slice(0, split)), case.state)
@@ -125,7 +153,17 @@ def check_kernel_streaming(family: KernelFamily, case: KernelCase, backend: str,
 def check_kernel_empty_inputs(family: KernelFamily, case: KernelCase, backend: str) -> None:
     """Calls without tokens work: T = 0 and B = 0 give empty outputs (of the dtype and trailing
     dims a call with tokens gives) and batch-first states of B sequences; T = 0 passes the state on
-    unchanged, gradients included, and from no state gives the empty state."""
+    unchanged, gradients included, and from no state gives the empty state.
+
+    Args:
+        family: the KernelFamily.
+        case: a KernelCase of it (kernel_cases draws them).
+        backend: the backend's name.
+
+    Raises:
+        AssertionError: an empty call's output or state has the wrong shape or dtype, does not pass
+            the state on, or no gradient reaches the initial state.
+    """
     run = _runner(family, case, backend)
     out, _ = run(case.inputs, case.state)
     no_batch = None if case.state is None else map_tensors(lambda t: t[:0], case.state)
@@ -162,7 +200,17 @@ def check_kernel_reference(family: KernelFamily, case: KernelCase, backend: str)
     output, the final state and the gradients of every input and of the initial state, at the
     tolerance of the case's dtype (gradients, sums of many rounded products, at 10x), so a kernel
     that computes something else (a scale ignored, a gate off by one) or in less precision than
-    its inputs fails."""
+    its inputs fails.
+
+    Args:
+        family: the KernelFamily.
+        case: a KernelCase of it (kernel_cases draws them).
+        backend: the backend's name.
+
+    Raises:
+        AssertionError: the output, final state or a gradient is farther from the reference's than
+            the case dtype's tolerance, or a gradient is missing where the reference has one.
+    """
     if family.reference is None:
         return
     dtype = next(iter(case.inputs.values())).dtype
@@ -211,7 +259,16 @@ LAYOUTS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 
 def check_kernel_layouts(family: KernelFamily, case: KernelCase, backend: str) -> None:
     """Inputs and states in other memory layouts (strided, time-major) give the same outputs and
-    final states as contiguous ones."""
+    final states as contiguous ones.
+
+    Args:
+        family: the KernelFamily.
+        case: a KernelCase of it (kernel_cases draws them).
+        backend: the backend's name.
+
+    Raises:
+        AssertionError: a layout changes the output or the final state.
+    """
     run = _runner(family, case, backend)
     expected, expected_state = run(case.inputs, case.state)
     for name, layout in LAYOUTS.items():
@@ -223,7 +280,16 @@ def check_kernel_layouts(family: KernelFamily, case: KernelCase, backend: str) -
 
 def check_kernel_gradients(family: KernelFamily, case: KernelCase, backend: str) -> None:
     """Gradients of the output and the final state reach every input and the initial state:
-    present, finite and, for random inputs, not all zero."""
+    present, finite and, for random inputs, not all zero.
+
+    Args:
+        family: the KernelFamily.
+        case: a KernelCase of it (kernel_cases draws them).
+        backend: the backend's name.
+
+    Raises:
+        AssertionError: a gradient is missing, not finite or all zero.
+    """
     leaves = {name: t.detach().clone().requires_grad_() for name, t in case.inputs.items()}
     state = map_tensors(lambda t: t.detach().clone().requires_grad_(), case.state)
     out, final = family.run(leaves, state, backend, case.options)
@@ -257,7 +323,16 @@ STATE_MUTATIONS = ("one dim fewer", "an integer dtype", "another batch size", "a
 def check_kernel_bad_inputs(family: KernelFamily, case: KernelCase, backend: str) -> None:
     """Every input and state tensor the kernel takes, made wrong in one way at a time (see
     MUTATIONS; also another length, and another dtype among same_dtype), gets a one-line
-    ValueError."""
+    ValueError.
+
+    Args:
+        family: the KernelFamily.
+        case: a KernelCase of it (kernel_cases draws them).
+        backend: the backend's name.
+
+    Raises:
+        AssertionError: a wrong input gets no error, another error, or a ValueError of several lines.
+    """
     _, empty = family.run(_steps(case.inputs, slice(0, 0)), None, backend, case.options)
     for name, t in case.inputs.items():
         wrong = {f"{name} as {label}": mutate(t) for label, mutate in MUTATIONS.items()}
@@ -282,7 +357,18 @@ def packed_cases(draw, family: KernelFamily, dtypes: Sequence[torch.dtype] | Non
                  max_length: int = 12) -> tuple[KernelCase, list[int]]:
     """(a KernelCase of B = N sequences, their lengths): N in [1, max_sequences], each length in
     [0, max_length], often 1; the case's inputs are max(lengths) long and row s keeps the first
-    lengths[s] steps; with or without its drawn initial state."""
+    lengths[s] steps; with or without its drawn initial state.
+
+    Args:
+        family: the KernelFamily.
+        dtypes: the input dtypes to draw from; None: family.dtypes.
+        max_sequences: the most sequences N.
+        max_length: the longest sequence.
+
+    Returns:
+        A strategy of (KernelCase, lengths) pairs (a hypothesis composite: hypothesis passes
+            `draw`).
+    """
     lengths = draw(st.lists(st.one_of(st.just(1), st.integers(0, max_length)), min_size=1, max_size=max_sequences))
     case = draw(family.cases(len(lengths), max(lengths), draw(st.sampled_from(list(dtypes or family.dtypes)))))
     return (case if draw(st.booleans()) else dataclasses.replace(case, state=None)), lengths
@@ -292,7 +378,20 @@ def check_kernel_packed(family: KernelFamily, case: KernelCase, backend: str, le
                         offsets_dtype: torch.dtype = torch.int64) -> None:
     """One call on packed sequences (cu_seqlens; see KernelFamily.packs) equals one call per
     sequence: outputs, final states (with autograd recording and without), and the gradients of
-    both with respect to every input and the initial state. Row s of the case's inputs, its first lengths[s] steps, is sequence s."""
+    both with respect to every input and the initial state.
+
+    Args:
+        family: the KernelFamily.
+        case: a KernelCase of N rows (packed_cases draws it with the lengths).
+        backend: the backend's name.
+        lengths: N sequence lengths, each in [0, T]; row s of the case's inputs, its first
+            lengths[s] steps, is sequence s.
+        offsets_dtype: the dtype of cu_seqlens (int32 or int64).
+
+    Raises:
+        AssertionError: the packed call's output, final state or a gradient differs from those of
+            one call per sequence.
+    """
     generator = torch.Generator().manual_seed(0)
     device = next(iter(case.inputs.values())).device
     offsets = torch.tensor([0, *itertools.accumulate(lengths)], dtype=offsets_dtype, device=device)
@@ -342,7 +441,17 @@ def check_kernel_packed(family: KernelFamily, case: KernelCase, backend: str, le
 
 def check_kernel_bad_offsets(family: KernelFamily, case: KernelCase, backend: str, lengths: Sequence[int]) -> None:
     """Packed calls with malformed cu_seqlens (see OFFSETS_MUTATIONS), with a batch of two rows, or
-    with an initial state whose rows are not one per sequence, get one-line ValueErrors."""
+    with an initial state whose rows are not one per sequence, get one-line ValueErrors.
+
+    Args:
+        family: the KernelFamily.
+        case: a KernelCase of N rows (packed_cases draws it with the lengths).
+        backend: the backend's name.
+        lengths: N sequence lengths, as check_kernel_packed takes them.
+
+    Raises:
+        AssertionError: a malformed call gets no error, another error, or a ValueError of several lines.
+    """
     offsets = torch.tensor([0, *itertools.accumulate(lengths)], device=next(iter(case.inputs.values())).device)
     inputs = _packed(case.inputs, lengths)
     for label, mutate in OFFSETS_MUTATIONS.items():
@@ -383,6 +492,22 @@ def check_kernel_family(family: KernelFamily, backend: str, dtypes: Sequence[tor
     profile's max_examples (or max_examples) with no deadline and no shrinking: a failure is
     reported at its first example, as one AssertionError naming the check, the case's shapes and
     what differed. Returns (and prints) a one-line report of what was checked.
+
+    Args:
+        family: the KernelFamily.
+        backend: the backend's name, as family.run takes it.
+        dtypes: the input dtypes drawn; None: family.dtypes.
+        max_batch: the most sequences of a case.
+        max_length: the most tokens of a sequence.
+        max_examples: hypothesis examples, when settings is None; None: the active profile's.
+        max_sequences: the most packed sequences of a case.
+        settings: hypothesis settings to run under; None: the active profile's, bounded.
+
+    Returns:
+        The Report of what was checked.
+
+    Raises:
+        AssertionError: a check failed; one error naming it, the case's shapes and what differed.
     """
     sizes = {"dtypes": dtypes, "max_batch": max_batch, "max_length": max_length}
     checked = ["streaming", "empty inputs", "layouts", "bad inputs", "gradients"]

@@ -49,6 +49,25 @@ def check_mixer(mixer: str | type, d_model: int | None = None, batch: int = 2, l
     backend (the same mixer, same weights, on that backend: "reference" for the built-ins).
     Raises one AssertionError naming the check and the input it failed on; returns (and prints)
     a one-line report of what was checked.
+
+    Args:
+        mixer: a registered name or a mixer class.
+        d_model: the width of the fixed input and of every drawn one; None: 32 for the fixed
+            input, and the widths of 16, 24, 32, 48, 64 the options allow for the drawn ones.
+        batch: rows B of the fixed input.
+        length: tokens T of the fixed input.
+        seed: the seed of the fixed input and of the mixer's weights.
+        pieces: the split of the fixed input into calls; None: [1, T // 2, the rest].
+        reference: None, a callable reference(mixer, x) -> y, or a backend's name.
+        settings: hypothesis settings to run under; None: the active profile's, bounded.
+        max_examples: hypothesis examples, when settings is None; None: the active profile's.
+        **options: the mixer's options, over a registered name's test options.
+
+    Returns:
+        The Report of what was checked.
+
+    Raises:
+        AssertionError: a check failed; one error naming it and the input.
     """
     cls, options = resolved(mixer, options)
     name = cls.registry_name or cls.__name__

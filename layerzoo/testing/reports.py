@@ -15,7 +15,17 @@ from .trees import tensors_in
 
 @dataclass(frozen=True)
 class Report:
-    """What a suite checked: its call, the checks, how many drawn examples, how long it took."""
+    """What a suite checked: its call, the checks, how many drawn examples, how long it took.
+
+    Printed, it is one line: "check_mixer('swa'): 13 checks (shapes, ...) passed on 100 drawn
+    examples in 4.2 s".
+
+    Attributes:
+        call: the suite's call, as text.
+        checks: the names of the checks run.
+        examples: the hypothesis examples drawn.
+        seconds: the wall time taken.
+    """
 
     call: str
     checks: list[str]

@@ -19,7 +19,15 @@ from .mixer_suite import check_mixer
 
 
 def mixer_test(mixer: str | type, **arguments: Any) -> Callable[[], None]:
-    """A test function that runs check_mixer(mixer, **arguments)."""
+    """A test function that runs check_mixer(mixer, **arguments).
+
+    Args:
+        mixer: a registered name or a mixer class.
+        **arguments: check_mixer's other arguments (reference, d_model, options...).
+
+    Returns:
+        The test function, for a pytest module's namespace (`test_my_mixer = mixer_test(...)`).
+    """
     def test() -> None:
         check_mixer(mixer, **arguments)
 
@@ -28,7 +36,16 @@ def mixer_test(mixer: str | type, **arguments: Any) -> Callable[[], None]:
 
 
 def kernel_test(family: KernelFamily, backend: str, **arguments: Any) -> Callable[[], None]:
-    """A test function that runs check_kernel_family(family, backend, **arguments)."""
+    """A test function that runs check_kernel_family(family, backend, **arguments).
+
+    Args:
+        family: the KernelFamily.
+        backend: the backend's name.
+        **arguments: check_kernel_family's other arguments (dtypes, max_length, ...).
+
+    Returns:
+        The test function, for a pytest module's namespace (`test_my_kernel = kernel_test(...)`).
+    """
     def test() -> None:
         check_kernel_family(family, backend, **arguments)
 

@@ -18,7 +18,15 @@ def rms(x: torch.Tensor) -> float:
 
 
 def relative_rms_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
-    """rms(actual - expected) / rms(expected)."""
+    """rms(actual - expected) / rms(expected).
+
+    Args:
+        actual: any tensor.
+        expected: a tensor of actual's shape.
+
+    Returns:
+        The error, computed in fp64 (rms(expected) floored at 1e-30).
+    """
     return rms(actual.double() - expected.double()) / max(rms(expected), 1e-30)
 
 
@@ -31,6 +39,17 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtyp
     the output tolerance). magnitude, when given, is the size of the terms that `expected` sums:
     a result that cancels to far less than its terms keeps their rounding error. NaN or Inf
     anywhere fails.
+
+    Args:
+        actual: the tensor under test.
+        expected: what it should be, of actual's shape (an fp64 reference, say).
+        dtype: the dtype whose TOLERANCES apply; None: actual's.
+        what: names the tensor in the error.
+        scale: the factor on both tolerances.
+        magnitude: the size of the terms expected sums; 0: rms(expected) alone.
+
+    Raises:
+        AssertionError: the shapes differ, actual holds NaN or Inf, or the error exceeds the bound.
     """
     if actual.shape != expected.shape:
         raise AssertionError(f"{what}: shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")

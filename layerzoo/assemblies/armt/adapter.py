@@ -23,7 +23,12 @@ FORMAT = "layerzoo-armt-adapter"
 
 
 def save_adapter(model: ARMT, path: str | Path) -> None:
-    """Write model's ARMT weights (not the base model's) and its ARMT config to `path`."""
+    """Write model's ARMT weights (not the base model's) and its ARMT config to `path`.
+
+    Args:
+        model: the ARMT whose memory tokens and memory layers are saved.
+        path: the safetensors file to write (replaced if it exists).
+    """
     tensors = {name: tensor.detach().contiguous() for name, tensor in model.adapter_state_dict().items()}
     save_file(tensors, str(path), metadata={"format": FORMAT, "armt": json.dumps(model.armt_config.to_dict())})
 
@@ -34,6 +39,19 @@ def load_adapter(base: nn.Module | str | Path, path: str | Path) -> ARMT:
     The file's config and tensor shapes are checked against each other before anything is
     built, so a forged config cannot make the memory layers larger than the file; every problem
     with the file is a one-line ValueError.
+
+    Args:
+        base: the base model the adapter was saved for: a model (used, not copied) or a local
+            save_pretrained directory.
+        path: the adapter file `save_adapter` wrote.
+
+    Returns:
+        The ARMT around `base`, with the file's ARMT config and weights.
+
+    Raises:
+        ValueError: the file is not a readable safetensors ARMT adapter, its config is missing or
+            unusable, its tensors do not match its config or do not fit this base model, or
+            some are missing.
     """
     try:
         with safe_open(str(path), framework="pt") as file:

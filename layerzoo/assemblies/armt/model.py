@@ -32,11 +32,14 @@ IGNORE_INDEX = -100
 class ARMTState:
     """Streaming state of an ARMT model.
 
-    memory: per memory layer (ascending layer order), its Memory (A, z) in fp32, None while empty.
-    cache: the base model's cache over the current segment's tokens so far; None at a segment
-    start. A layerzoo model's cache is a list of mixer states (a value, reusable); a transformers
-    model's is a transformers Cache, which the next call extends in place (continue it once).
-    length: tokens of the current segment seen so far, 0 <= length < segment_size.
+    Attributes:
+        memory: per memory layer (ascending layer order), its Memory (A, z) in fp32, None while
+            empty.
+        cache: the base model's cache over the current segment's tokens so far; None at a segment
+            start. A layerzoo model's cache is a list of mixer states (a value, reusable); a
+            transformers model's is a transformers Cache, which the next call extends in place
+            (continue it once).
+        length: tokens of the current segment seen so far, 0 <= length < segment_size.
     """
 
     memory: tuple[Memory | None, ...]
@@ -47,7 +50,11 @@ class ARMTState:
 @dataclass
 class ARMTStreams:
     """Streaming state of a batch whose rows are at different places in their segments (after
-    prompts of different lengths): one ARMTState per row, each continued on its own."""
+    prompts of different lengths): one ARMTState per row, each continued on its own.
+
+    Attributes:
+        rows: one ARMTState per row (per packed sequence).
+    """
 
     rows: list[ARMTState]
 
@@ -66,6 +73,16 @@ class ARMT(nn.Module):
     Plain attributes you may change between calls: truncate_segments (K: the memory carries
     gradients only across the last K segments of a call; None: across all) and
     checkpoint_segments (recompute each segment in backward instead of storing its activations).
+
+    Args:
+        base: the causal LM to wrap: a layerzoo CausalLM or a transformers causal LM (its weights
+            used, not copied; the memory layers take its device and dtype).
+        config: the ARMTConfig.
+
+    Raises:
+        TypeError: base is not a causal LM whose decoder layers ARMT can find.
+        ValueError: segment_size + num_mem_tokens exceeds the base model's positions.
+        OptionError: a memory layer index is not a layer of the base model.
     """
 
     def __init__(self, base: nn.Module, config: ARMTConfig):
@@ -121,6 +138,30 @@ class ARMT(nn.Module):
     def forward(self, input_ids: torch.Tensor, state: ARMTState | ARMTStreams | None = None, return_state: bool = False,
                 labels: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 cu_seqlens: torch.Tensor | None = None):
+        """The logits (or the loss) over all segments of input_ids, continuing `state`.
+
+        Args:
+            input_ids: (B, T >= 1) int64 token ids.
+            state: an ARMTState a previous call returned (rows at one place in their segments),
+                ARMTStreams (rows at different places, after attention_mask or cu_seqlens), or
+                None to start.
+            return_state: also return the state after the last token.
+            labels: (B, T) targets (labels[t + 1] is the target at t; -100 not scored): the mean
+                next-token loss is returned in place of the logits. Rectangular batches only.
+            attention_mask: (B, T) of 1 at real tokens and 0 at padding: each row runs alone, its
+                logits 0 at padding. Not with cu_seqlens.
+            cu_seqlens: (N + 1,) offsets of N sequences packed into one row (B = 1), each run alone.
+
+        Returns:
+            logits (B, T, vocab_size) in the base model's dtype, or with labels the 0-d mean loss
+                (fp32); with return_state, (result, state): an ARMTState, or ARMTStreams (one
+                ARMTState per sequence) with attention_mask, cu_seqlens or ARMTStreams given.
+
+        Raises:
+            ValueError: input_ids not (B, T >= 1) integer ids; labels of another shape, or with
+                attention_mask, cu_seqlens or ARMTStreams; both attention_mask and cu_seqlens, or
+                either malformed; a state that is not this model's, or of another number of rows.
+        """
         if attention_mask is not None or cu_seqlens is not None or isinstance(state, ARMTStreams):
             if labels is not None:
                 raise ValueError("ARMT: labels go with rectangular batches, not with attention_mask, cu_seqlens or "
@@ -235,13 +276,31 @@ class ARMT(nn.Module):
                              f"got {type(state).__name__}")
 
     def init_state(self, batch_size: int) -> ARMTState:
-        """The state of a fresh stream: empty memories, at the start of a segment."""
+        """The state of a fresh stream: empty memories, at the start of a segment.
+
+        Args:
+            batch_size: rows (the empty state holds no tensors, so it serves any batch).
+
+        Returns:
+            ARMTState with memory None per memory layer, cache None and length 0.
+        """
         return ARMTState((None,) * len(self.memory_layers), None, 0)
 
     def state_size(self, seq_len: int) -> int:
         """State elements per sequence after seq_len tokens: one (A, z) memory per memory layer,
         constant, and the base model's cache over the unfinished segment (seq_len % segment_size
-        tokens), which a layerzoo base can size; a Hugging Face base only at segment boundaries."""
+        tokens), which a layerzoo base can size; a Hugging Face base only at segment boundaries.
+
+        Args:
+            seq_len: tokens seen.
+
+        Returns:
+            The memories' elements, plus the base's state_size(seq_len % segment_size) inside a
+                segment.
+
+        Raises:
+            ValueError: inside a segment, for a base without state_size (a transformers model).
+        """
         partial = seq_len % self.segment_size
         memories = sum(self.memories[str(index)].memory_size() for index in self.memory_layers)
         if partial == 0:

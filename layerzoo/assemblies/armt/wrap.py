@@ -19,6 +19,28 @@ def wrap(model: nn.Module | str | Path, config: ARMTConfig | None = None, **opti
     options are ARMTConfig fields, e.g. wrap(model, segment_size=512, num_mem_tokens=16,
     memory_layers=[6, -1]); or pass a whole `config`. The memory starts neutral (W_v = 0), so the
     wrapped model's logits equal the base model's until it is trained.
+
+    Args:
+        model: the base causal LM: a transformers model, a local save_pretrained directory
+            (loaded with `load_hf_checkpoint`, never from the Hub), or a layerzoo CausalLM. Its
+            weights are used, not copied.
+        config: the ARMT settings as an ARMTConfig; None: made of `options`.
+        **options: ARMTConfig fields (segment_size and num_mem_tokens required; memory_layers
+            or memory_pattern, exactly one; d_mem, n_heads, normalize, truncate_segments,
+            checkpoint_segments).
+
+    Returns:
+        The ARMT around `model`: `armt(input_ids (B, T))` gives logits (B, T, vocab_size), or the
+            mean next-token loss with labels; `armt.generate(prompt, n)`.
+
+    Raises:
+        OptionError: an ARMT option is unknown, missing or out of range, or a memory layer index
+            is not a layer of the model.
+        TypeError: both config and options are given; or the model is not a causal LM whose
+            decoder layers ARMT can find.
+        ValueError: segment_size + num_mem_tokens exceeds the base model's positions; a directory
+            whose checkpoint needs its own code.
+        FileNotFoundError: a directory without config.json.
     """
     if config is None:
         config = make_section(ARMTConfig, options)
@@ -32,7 +54,19 @@ def wrap(model: nn.Module | str | Path, config: ARMTConfig | None = None, **opti
 def load_hf_checkpoint(path: str | Path) -> nn.Module:
     """A transformers causal LM from a local save_pretrained directory (never the hub). A folder
     whose model needs its own Python code (an `auto_map` in config.json) is refused: layerzoo
-    never runs code that came with a checkpoint."""
+    never runs code that came with a checkpoint.
+
+    Args:
+        path: the directory save_pretrained wrote.
+
+    Returns:
+        The model, from AutoModelForCausalLM.from_pretrained (local files only, no remote code).
+
+    Raises:
+        FileNotFoundError: the directory has no config.json.
+        ValueError: config.json is not valid JSON, or has an `auto_map`.
+        ImportError: transformers is not installed.
+    """
     config = Path(path) / "config.json"
     if not config.is_file():
         raise FileNotFoundError(f"{path}: not a Hugging Face checkpoint directory (no config.json)")

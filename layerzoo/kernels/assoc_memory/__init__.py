@@ -52,10 +52,22 @@ def associative_read(q: torch.Tensor, memory: Memory, *, normalize: bool = True,
                      backend: str = "auto") -> torch.Tensor:
     """Read every token from the memory: (phi(q) . A) / (phi(q) . z + eps).
 
-    q: (B, T, H, d) query projections (before the feature map); memory: matrix (B, H, 2*NU*d, Dv),
-    normalizer (B, H, 2*NU*d). Returns (B, T, H, Dv) in q's dtype; differentiable in q and memory.
-    Any B, T >= 0. An all-zero memory reads as exactly 0 (callers may skip the read while the
-    memory is empty). backend: "auto" ("vectorized") or a key of BACKENDS.
+    Differentiable in q and memory. Any B, T >= 0. An all-zero memory reads as exactly 0 (callers
+    may skip the read while the memory is empty).
+
+    Args:
+        q: (B, T, H, d) query projections (before the feature map), any float dtype.
+        memory: the Memory to read: matrix (B, H, 2*NU*d, Dv), normalizer (B, H, 2*NU*d).
+        normalize: L2-normalise the features phi(q), as ARMT does.
+        eps: added to the denominator.
+        backend: "auto" ("vectorized") or a key of BACKENDS ("reference", "vectorized").
+
+    Returns:
+        (B, T, H, Dv) in q's dtype.
+
+    Raises:
+        ValueError: memory is None or not a Memory; a tensor of the wrong shape (the memory's key
+            width must be 2*NU*d), not floating point or on another device; an unknown backend.
     """
     if memory is None:
         raise ValueError("associative_read: memory is None; an empty memory reads as 0, so skip the read")
@@ -73,8 +85,25 @@ def associative_update(k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, mem
     k: (B, M, H, d) key projections; v: (B, M, H, Dv) values; beta: (B, M, H) write strengths in
     (0, 1). Each token is corrected by what the memory already returns for its key (v - v_bar),
     and adds to z only the part of its key the memory has not seen (gamma, not differentiated).
-    Returns fp32 increments (fp64 for fp64 k); differentiable in k, v, beta and memory. Any B,
-    M >= 0: writing no token adds zeros. backend: "auto" ("vectorized") or a key of BACKENDS.
+    Differentiable in k, v, beta and memory. Any B, M >= 0: writing no token adds zeros.
+
+    Args:
+        k: (B, M, H, d) key projections (before the feature map), any float dtype.
+        v: (B, M, H, Dv) values.
+        beta: (B, M, H) write strengths in (0, 1).
+        memory: the Memory written to: matrix (B, H, 2*NU*d, Dv), normalizer (B, H, 2*NU*d);
+            None: empty.
+        normalize: L2-normalise the features phi(k), as ARMT does.
+        eps: added to the denominator of the memory's read of each key.
+        backend: "auto" ("vectorized") or a key of BACKENDS ("reference", "vectorized").
+
+    Returns:
+        The increments, a Memory: matrix (B, H, 2*NU*d, Dv), normalizer (B, H, 2*NU*d), fp32
+            (fp64 for fp64 k); `memory.plus(...)` adds them.
+
+    Raises:
+        ValueError: memory is not a Memory; a tensor of the wrong shape (the memory's key width
+            must be 2*NU*d), not floating point or on another device; an unknown backend.
     """
     sizes = _check("associative_update", {"k": (k, "B M H d"), "v": (v, "B M H Dv"), "beta": (beta, "B M H")}, memory)
     name = choose_assoc_memory_backend(backend)
@@ -86,7 +115,17 @@ def associative_update(k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, mem
 
 def choose_assoc_memory_backend(backend: str = "auto") -> str:
     """The backend a read or update runs: `backend`, or for "auto" the vectorized one (a read or
-    write is one segment's worth of batched work: no step loop is ever cheaper)."""
+    write is one segment's worth of batched work: no step loop is ever cheaper).
+
+    Args:
+        backend: "auto" or a key of BACKENDS ("reference", "vectorized").
+
+    Returns:
+        The backend's name, a key of BACKENDS.
+
+    Raises:
+        ValueError: an unknown name.
+    """
     return choose_backend("associative memory backend", backend, BACKENDS, "vectorized")
 
 

@@ -16,7 +16,17 @@ from .memory import Memory
 def associative_read_reference(q: torch.Tensor, memory: Memory, normalize: bool = True, eps: float = 1e-5) -> torch.Tensor:
     """q: (B, T, H, d) query projections -> (B, T, H, value_dim) in q's dtype.
 
-    out = (phi(q) . A) / (phi(q) . z + eps), per token and head.
+    out = (phi(q) . A) / (phi(q) . z + eps), per token and head; one vector at a time (the truth).
+    Inputs are not validated here; `associative_read(..., backend="reference")` validates.
+
+    Args:
+        q: (B, T, H, d) query projections, any float dtype.
+        memory: matrix (B, H, 2*NU*d, value_dim), normalizer (B, H, 2*NU*d).
+        normalize: L2-normalise the features phi(q).
+        eps: added to the denominator.
+
+    Returns:
+        (B, T, H, value_dim) in q's dtype.
     """
     batch, length, heads, _ = q.shape
     dtype = compute_dtype(q.dtype)  # the memory is read in phi's dtype, whatever its own
@@ -34,10 +44,21 @@ def associative_update_reference(k: torch.Tensor, v: torch.Tensor, beta: torch.T
                                  normalize: bool = True, eps: float = 1e-5) -> Memory:
     """The increments (dA, dz) that writing M tokens adds to `memory` (None: empty).
 
-    k: (B, M, H, d) key projections; v: (B, M, H, value_dim); beta: (B, M, H) in (0, 1).
     Each token i is written against the memory as it was before the write:
     v_bar_i = (phi(k_i) . A) / (phi(k_i) . z + eps), gamma_i = clip(1 - phi(k_i) . z / |phi(k_i)|^2, 0, 1)
     (not differentiated); dA = sum_i beta_i phi(k_i) (x) (v_i - v_bar_i), dz = sum_i gamma_i phi(k_i).
+    Inputs are not validated here; `associative_update(..., backend="reference")` validates.
+
+    Args:
+        k: (B, M, H, d) key projections, any float dtype.
+        v: (B, M, H, value_dim) values.
+        beta: (B, M, H) write strengths in (0, 1).
+        memory: matrix (B, H, 2*NU*d, value_dim), normalizer (B, H, 2*NU*d); None: empty.
+        normalize: L2-normalise the features phi(k).
+        eps: added to the denominator of v_bar.
+
+    Returns:
+        The increments (dA, dz) as a Memory, fp32 (fp64 for fp64 k).
     """
     batch, tokens, heads, _ = k.shape
     dtype = compute_dtype(k.dtype)

@@ -46,9 +46,22 @@ def gated_delta_rule_chunkwise(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The gated delta rule with chunks of `chunk_size` tokens (fewer when T is shorter).
 
-    q, k: (B, T, H, K); v: (B, T, H, V); g, beta: (B, T, H); T >= 1; initial_state (B, H, K, V)
-    or None. Returns o (B, T, H, V) in q's dtype and the final state (B, H, K, V) in fp32 (fp64
-    for fp64 inputs), the dtype all arithmetic runs in. Differentiable in every input.
+    All arithmetic runs in the state's dtype, fp32 (fp64 for fp64 inputs). Differentiable in
+    every input. Inputs are not validated here; `gated_delta_rule(...)` validates.
+
+    Args:
+        q: (B, T, H, K) queries, any float dtype; T >= 1.
+        k: (B, T, H, K) keys.
+        v: (B, T, H, V) values.
+        g: (B, T, H) log decay (<= 0).
+        beta: (B, T, H) write strength.
+        scale: the factor on q (the public function's default is K ** -0.5).
+        initial_state: (B, H, K, V), or None for zeros.
+        chunk_size: tokens per chunk, an int >= 1.
+
+    Returns:
+        The pair (o, final_state): o (B, T, H, V) in q's dtype, the state (B, H, K, V) in fp32
+            (fp64 for fp64 inputs).
     """
     chunk = min(chunk_size, q.shape[1])
     inputs = (q, k, v, g, beta, initial_state)

@@ -20,11 +20,22 @@ def gated_delta_rule_reference(
 
         S = exp(g_t) S;  u = beta_t (v_t - S^T k_t);  S = S + k_t u^T;  o_t = S^T (scale q_t)
 
-    q, k: (B, T, H, K); v: (B, T, H, V); g (log decay, <= 0) and beta: (B, T, H); any float dtypes.
-    g may also be (B, T, H, K), a decay per key channel, S = diag(exp(g_t)) S: KDA's recurrence.
-    initial_state: (B, H, K, V) or None (zeros). scale defaults to K ** -0.5.
-    Returns o (B, T, H, V) in q's dtype and the final state (B, H, K, V) in fp32 (fp64 for fp64
-    inputs). Arithmetic runs in that state dtype. Inputs are not validated here.
+    Arithmetic runs in the state dtype, fp32 (fp64 for fp64 inputs). Inputs are not validated
+    here; `gated_delta_rule(..., backend="reference")` validates.
+
+    Args:
+        q: (B, T, H, K) queries, any float dtype.
+        k: (B, T, H, K) keys.
+        v: (B, T, H, V) values.
+        g: (B, T, H) log decay (<= 0); or (B, T, H, K), a decay per key channel,
+            S = diag(exp(g_t)) S: KDA's recurrence.
+        beta: (B, T, H) write strength.
+        scale: the factor on q; None: K ** -0.5.
+        initial_state: (B, H, K, V), or None for zeros.
+
+    Returns:
+        The pair (o, final_state): o (B, T, H, V) in q's dtype, the state (B, H, K, V) in fp32
+            (fp64 for fp64 inputs).
     """
     batch, length, heads, key_dim = k.shape
     out_dtype, dtype = q.dtype, compute_dtype(q.dtype)

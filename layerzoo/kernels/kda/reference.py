@@ -24,9 +24,19 @@ def kda_reference(
 
         S = diag(exp(g_t)) S;  u = beta_t (v_t - S^T k_t);  S = S + k_t u^T;  o_t = S^T (scale q_t)
 
-    q, k: (B, T, H, K); v: (B, T, H, V); g: (B, T, H, K) log decay per key channel (<= 0);
-    beta: (B, T, H); any float dtypes. initial_state: (B, H, K, V) or None (zeros). scale
-    defaults to K ** -0.5. Returns o (B, T, H, V) in q's dtype and the final state (B, H, K, V)
-    in fp32 (fp64 for fp64 inputs). Inputs are not validated here.
+    Inputs are not validated here; `kda(..., backend="reference")` validates.
+
+    Args:
+        q: (B, T, H, K) queries, any float dtype.
+        k: (B, T, H, K) keys.
+        v: (B, T, H, V) values.
+        g: (B, T, H, K) log decay per key channel (<= 0).
+        beta: (B, T, H) write strength.
+        scale: the factor on q; None: K ** -0.5.
+        initial_state: (B, H, K, V), or None for zeros.
+
+    Returns:
+        The pair (o, final_state): o (B, T, H, V) in q's dtype, the state (B, H, K, V) in fp32
+            (fp64 for fp64 inputs).
     """
     return gated_delta_rule_reference(q, k, v, g, beta, scale, initial_state)

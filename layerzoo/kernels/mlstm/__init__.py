@@ -44,6 +44,24 @@ def mlstm_triton(q, k, v, i, f, initial_state=None, chunk_size=64, **blocks):
     inputs (fp64 computes in fp64). chunk_size is rounded up to a power of two in [16, 128] ([16, 64] before sm_90),
     since the kernels' tiles need one; the result does not depend on it beyond rounding.
     blocks: block_k / block_v tile-width overrides (see triton.function.mlstm_triton).
+
+    Args:
+        q: (B, T, H, Dk) queries, CUDA (or CPU under TRITON_INTERPRET=1); B, T >= 1.
+        k: (B, T, H, Dk) keys.
+        v: (B, T, H, Dv) values.
+        i: (B, T, H) input gate pre-activations.
+        f: (B, T, H) forget gate pre-activations.
+        initial_state: None (empty) or an MLSTMState / (C, n, m) tuple of B rows.
+        chunk_size: tokens per chunk, rounded up to a power of two in [16, 128] ([16, 64] before
+            sm_90).
+        **blocks: block_k / block_v, the kernels' tile widths.
+
+    Returns:
+        The pair (h, final MLSTMState): h (B, T, H, Dv) in q's dtype, the state in fp32 (fp64
+            for fp64 inputs).
+
+    Raises:
+        ValueError: Triton is not installed, or q is not on CUDA (and TRITON_INTERPRET is unset).
     """
     require_triton(q, "mlstm")
     from .triton import mlstm_triton as kernel  # imports triton: only now, see the module doc
@@ -68,6 +86,16 @@ def choose_mlstm_backend(q: torch.Tensor, backend: str = "auto") -> str:
     "auto" is "reference" for a single token (one step: decoding), "triton" for CUDA tensors when
     Triton is installed, else "chunkwise" (on CPU the Triton interpreter would be far slower than
     PyTorch). Raises ValueError for an unknown name.
+
+    Args:
+        q: (B, T, H, Dk) queries, as mlstm takes them (their device and T decide).
+        backend: "auto" or a key of BACKENDS ("reference", "chunkwise", "triton").
+
+    Returns:
+        The backend's name, a key of BACKENDS.
+
+    Raises:
+        ValueError: an unknown name.
     """
     fast = "triton" if q.is_cuda and triton_can_run(q) else "chunkwise"
     return choose_backend("mLSTM backend", backend, BACKENDS, fast, length=q.shape[1])
@@ -88,22 +116,39 @@ def mlstm(
 ):
     """The stabilised mLSTM over a sequence, or over packed sequences.
 
-    q, k: (B, T, H, Dk) and v: (B, T, H, Dv), one float dtype; i, f: (B, T, H) input and forget
-    gate pre-activations, any float dtype (the input gate is exp(i), the forget gate sigmoid(f)).
-    initial_state: None (the empty state, all zeros) or an MLSTMState / (C, n, m) tuple with
-    C (B, H, Dk, Dv), n (B, H, Dk), m (B, H). Any B, T >= 0; gradients reach every input, the
-    initial state included. chunk_size: tokens per chunk of the chunkwise backends (any T, no
-    multiple needed; "triton" rounds it up to a power of two in [16, 128], [16, 64] before sm_90). backend: "auto" (see
-    choose_mlstm_backend) or a key of BACKENDS.
+    The input gate is exp(i), the forget gate sigmoid(f). Any B, T >= 0; gradients reach every
+    input, the initial state included. States and arithmetic are fp32 whatever the input dtype
+    (fp64 for fp64 inputs).
 
-    cu_seqlens: None, or packed sequences in flash-linear-attention's convention: B = 1, and a 1-D
-    int32/int64 tensor of offsets [0, l1, l1 + l2, ..., T] on q's device (empty sequences
-    allowed). Then initial_state and the final state hold N = len(cu_seqlens) - 1 rows, one per
-    sequence, in place of B, and each sequence runs as if called alone (an empty one passes its
-    state on).
+    Args:
+        q: (B, T, H, Dk) queries, float (fp32, bf16, fp16 or fp64), one dtype with k and v.
+        k: (B, T, H, Dk) keys.
+        v: (B, T, H, Dv) values.
+        i: (B, T, H) input gate pre-activations, any float dtype.
+        f: (B, T, H) forget gate pre-activations, any float dtype.
+        initial_state: None (the empty state, all zeros) or an MLSTMState / (C, n, m) tuple with
+            C (B, H, Dk, Dv), n (B, H, Dk), m (B, H).
+        output_final_state: also return the state after the last token.
+        chunk_size: tokens per chunk of the chunkwise backends, an int >= 1 (any T, no multiple
+            needed; "triton" rounds it up to a power of two in [16, 128], [16, 64] before sm_90).
+        backend: "auto" (see choose_mlstm_backend) or a key of BACKENDS: "reference" (the step
+            loop), "chunkwise" (PyTorch), "triton" (CUDA).
+        cu_seqlens: None, or packed sequences in flash-linear-attention's convention: B = 1, and
+            a 1-D int32/int64 tensor of offsets [0, l1, l1 + l2, ..., T] on q's device (empty
+            sequences allowed). Then initial_state and the final state hold N = len(cu_seqlens) - 1
+            rows, one per sequence, in place of B, and each sequence runs as if called alone (an
+            empty one passes its state on).
 
-    Returns h (B, T, H, Dv) in q's dtype, or (h, final MLSTMState) with output_final_state. States
-    and arithmetic are fp32 whatever the input dtype (fp64 for fp64 inputs).
+    Returns:
+        h (B, T, H, Dv) in q's dtype; with output_final_state, the pair (h, final MLSTMState),
+            its C, n, m of B rows (N with cu_seqlens) in fp32 (fp64 for fp64 inputs).
+
+    Raises:
+        ValueError: (one line, before any work) a tensor of the wrong shape, not floating point or
+            on another device; q, k, v of different dtypes; an initial_state that is neither an
+            MLSTMState nor a (C, n, m) tuple; a chunk_size that is not an int >= 1; malformed
+            cu_seqlens; f holding -inf on a chunked backend; an unknown backend, or "triton"
+            where it cannot run.
     """
     initial_state, bounds = _check_inputs(q, k, v, i, f, initial_state, chunk_size, cu_seqlens)
     name = choose_mlstm_backend(q, backend)

@@ -49,13 +49,25 @@ def mlstm_chunkwise(
 ) -> tuple[torch.Tensor, MLSTMState]:
     """The mLSTM over a whole sequence, chunk by chunk.
 
-    q, k: (B, T, H, Dk); v: (B, T, H, Dv); i, f: (B, T, H); T >= 1, any T (the last chunk is
-    padded with tokens that neither write nor forget, so padding never reaches the state).
-    initial_state: None (empty) or an MLSTMState / (C, n, m) tuple of B rows.
-    bounds: None, or the offsets of packed sequences (cu_seqlens as ints; B = 1): then
-    initial_state and the final state hold one row per sequence, and nothing crosses a boundary.
-    Returns h (B, T, H, Dv) in q's dtype and the final MLSTMState; all arithmetic and states in
-    fp32 (fp64 for fp64 q). Inputs are not validated here; `mlstm(...)` validates.
+    Any T >= 1: the last chunk is padded with tokens that neither write nor forget, so padding
+    never reaches the state. All arithmetic and states in fp32 (fp64 for fp64 q). Inputs are not
+    validated here; `mlstm(...)` validates.
+
+    Args:
+        q: (B, T, H, Dk) queries, any float dtype; T >= 1.
+        k: (B, T, H, Dk) keys.
+        v: (B, T, H, Dv) values.
+        i: (B, T, H) input gate pre-activations.
+        f: (B, T, H) forget gate pre-activations.
+        initial_state: None (empty) or an MLSTMState / (C, n, m) tuple of B rows.
+        chunk_size: tokens per chunk.
+        bounds: None, or the offsets of packed sequences (cu_seqlens as ints; B = 1): then
+            initial_state and the final state hold one row per sequence, and nothing crosses a
+            boundary.
+
+    Returns:
+        The pair (h, final MLSTMState): h (B, T, H, Dv) in q's dtype, the state in fp32 (fp64 for
+            fp64 q).
     """
     compiled = native_forward(q, k, v, i, f, initial_state, chunk_size, bounds)
     if compiled is not None:

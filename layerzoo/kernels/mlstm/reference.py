@@ -32,6 +32,11 @@ class MLSTMState:
     C: (B, H, Dk, Dv) matrix memory; n: (B, H, Dk) normaliser; m: (B, H) log-scale stabiliser.
     fp32 whatever the input dtype (fp64 for fp64 inputs). The empty state is all zeros. Unpacks as
     `C, n, m = state`; kernels also accept a plain (C, n, m) tuple as initial state.
+
+    Attributes:
+        C: (B, H, Dk, Dv) matrix memory.
+        n: (B, H, Dk) normaliser.
+        m: (B, H) log-scale stabiliser.
     """
 
     C: torch.Tensor
@@ -59,6 +64,17 @@ def mlstm_step(
 
     Returns h (B, H, Dv) and the new state, both in the state's dtype; inputs are cast to it.
     The state passed in is not modified.
+
+    Args:
+        q: (B, H, Dk) query of the token.
+        k: (B, H, Dk) key.
+        v: (B, H, Dv) value.
+        i: (B, H) input gate pre-activation.
+        f: (B, H) forget gate pre-activation.
+        state: the MLSTMState before the token (C (B, H, Dk, Dv), n (B, H, Dk), m (B, H)).
+
+    Returns:
+        The pair (h, new MLSTMState): h (B, H, Dv), both in the state's dtype.
     """
     C, n, m = state
     q, k, v, i, f = (t.to(C.dtype) for t in (q, k, v, i, f))
@@ -85,10 +101,20 @@ def mlstm_reference(
 ) -> tuple[torch.Tensor, MLSTMState]:
     """The recurrence as a step loop over T; O(T) sequential steps, differentiable by autograd.
 
-    q, k: (B, T, H, Dk); v: (B, T, H, Dv); i, f: (B, T, H); initial_state None (empty) or an
-    MLSTMState / (C, n, m) tuple; T >= 1. chunk_size is ignored (the backend signature has it).
-    Returns h (B, T, H, Dv) in q's dtype and the final MLSTMState in fp32 (fp64 for fp64 q).
     Inputs are not validated here; `mlstm(..., backend="reference")` validates.
+
+    Args:
+        q: (B, T, H, Dk) queries, any float dtype; T >= 1.
+        k: (B, T, H, Dk) keys.
+        v: (B, T, H, Dv) values.
+        i: (B, T, H) input gate pre-activations.
+        f: (B, T, H) forget gate pre-activations.
+        initial_state: None (empty) or an MLSTMState / (C, n, m) tuple of B rows.
+        chunk_size: ignored (the backend signature has it).
+
+    Returns:
+        The pair (h, final MLSTMState): h (B, T, H, Dv) in q's dtype, the state in fp32 (fp64 for
+            fp64 q).
     """
     batch, _, heads, key_dim = q.shape
     dtype = compute_dtype(q.dtype)

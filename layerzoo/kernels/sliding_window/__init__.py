@@ -236,6 +236,23 @@ def choose_sliding_window_backend(
     for fewer queries (a decode step of many streams) and off CUDA. Sinks are in the backends of
     SINKS: "chunkwise" takes the place of "triton", "flex" and "native".
     Raises ValueError for an unknown name or a backend the device or dtype cannot run.
+
+    Args:
+        q: (B, Tq, H, D) queries, as sliding_window_attention takes them (their device, dtype and
+            Tq decide).
+        k: (B, Tk, Hkv, D) keys (Tk decides whether the window covers them all).
+        window: the call's window, an int >= 1 or None.
+        backend: "auto" or a key of BACKENDS.
+        packed: whether the call has cu_seqlens.
+        sinks: whether the call has attention sinks.
+
+    Returns:
+        The backend's name, a key of BACKENDS.
+
+    Raises:
+        ValueError: a window that is not an int >= 1 or None; an unknown name; a backend without
+            sinks for a call with them; "flex" off CUDA; "native" off the CPU; "triton" where
+            Triton cannot run or for a dtype it does not take.
     """
     _check_window(window)
     name = choose_backend("sliding-window attention backend", backend, BACKENDS,
@@ -279,26 +296,44 @@ def sliding_window_attention(
 ) -> torch.Tensor:
     """Causal attention over the last `window` keys (itself included), queries end-aligned.
 
-    q: (B, Tq, H, D); k, v: (B, Tk, Hkv, D) with H % Hkv == 0 (query head h reads kv head
-    h // (H // Hkv)) and Tk >= Tq. Query i sits at key position p = Tk - Tq + i and attends keys s
-    with p - window < s <= p: flash-attn's window_size=(window - 1, 0) with bottom-right causal.
-    window=None (or window >= Tk) is full causal attention. scale defaults to D ** -0.5.
+    Query head h reads kv head h // (H // Hkv). Query i sits at key position p = Tk - Tq + i and
+    attends keys s with p - window < s <= p: flash-attn's window_size=(window - 1, 0) with
+    bottom-right causal. Any B, Tq >= 0. Differentiable in q, k and v on every backend.
 
-    cu_seqlens, cu_seqlens_k: None, or packed sequences in flash-attn's varlen convention: B = 1,
-    cu_seqlens the offsets [0, l1, l1 + l2, ..., Tq] of each sequence's queries and cu_seqlens_k
-    those of its keys (default: cu_seqlens, which needs Tk == Tq), 1-D int32/int64 tensors on q's
-    device with one entry per sequence boundary. Every sequence attends as if called alone: its
+    Packed sequences (cu_seqlens, cu_seqlens_k): every sequence attends as if called alone: its
     queries aligned to the end of its own keys (at least as many as its queries), nothing across
     sequences. A decode step of N streams is N queries of one token, each after its own cache.
 
-    sinks: None, or (H,) logits, one per query head, that join every softmax denominator of their
-    head (GPT-OSS's attention sinks): query i weighs key s by exp(score) / (exp(sinks[h]) + sum of
-    exp(score) over its visible keys), so a head can give a query little or no attention at all.
-    Differentiable in sinks; backends in SINKS.
+    Sinks (GPT-OSS's attention sinks): query i weighs key s by exp(score) / (exp(sinks[h]) + sum
+    of exp(score) over its visible keys), so a head can give a query little or no attention at all.
 
-    Returns (B, Tq, H, D) in q's dtype; bf16/fp16 softmax accumulates in fp32. Any B, Tq >= 0.
-    Differentiable in q, k and v on every backend. `backend` is "auto" (see choose_sliding_window_backend)
-    or a key of BACKENDS.
+    Args:
+        q: (B, Tq, H, D) queries, float (fp32, bf16, fp16 or fp64), one dtype with k and v.
+        k: (B, Tk, Hkv, D) keys, H % Hkv == 0 and Tk >= Tq.
+        v: (B, Tk, Hkv, D) values.
+        window: keys each query attends to, itself included, an int >= 1; None (or window >= Tk)
+            is full causal attention.
+        scale: the factor on the scores; None: D ** -0.5.
+        backend: "auto" (see choose_sliding_window_backend) or a key of BACKENDS: "reference"
+            (dense), "chunkwise" (PyTorch), "sdpa" (torch's scaled_dot_product_attention), "flex"
+            (flex_attention, CUDA), "native" (compiled CPU kernels), "triton" (CUDA).
+        cu_seqlens: None, or packed sequences in flash-attn's varlen convention: B = 1, the
+            offsets [0, l1, l1 + l2, ..., Tq] of each sequence's queries, a 1-D int32/int64
+            tensor on q's device.
+        cu_seqlens_k: the offsets [..., Tk] of each sequence's keys, as cu_seqlens; None:
+            cu_seqlens (which needs Tk == Tq). Only with cu_seqlens.
+        sinks: None, or (H,) logits, one per query head, that join every softmax denominator of
+            their head. Differentiable; backends in SINKS ("reference", "chunkwise", "sdpa").
+
+    Returns:
+        (B, Tq, H, D) in q's dtype; bf16/fp16 softmax accumulates in fp32.
+
+    Raises:
+        ValueError: (one line, before any work) a tensor of the wrong shape, not floating point or
+            on another device; q, k, v of different dtypes; H not a multiple of Hkv; fewer keys
+            than queries (in a sequence); malformed cu_seqlens / cu_seqlens_k, or cu_seqlens_k
+            alone; a window that is not an int >= 1 or None; an unknown backend, or one the
+            device, dtype or sinks cannot run.
     """
     bounds = _check_inputs(q, k, v, cu_seqlens, cu_seqlens_k, sinks)
     name = choose_sliding_window_backend(q, k, window, backend, packed=bounds is not None, sinks=sinks is not None)

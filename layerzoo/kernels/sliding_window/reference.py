@@ -14,6 +14,15 @@ def sliding_window_mask(
 
     Queries are aligned to the end of the keys: query i sits at key position p = k_len - q_len + i
     and sees keys s with p - window < s <= p (all s <= p when window is None).
+
+    Args:
+        q_len: queries Tq.
+        k_len: keys Tk, >= q_len.
+        window: keys each query sees, itself included; None: every key up to its own.
+        device: where the mask is made; None: the default device.
+
+    Returns:
+        The (q_len, k_len) bool mask.
     """
     pos_q = torch.arange(k_len - q_len, k_len, device=device)[:, None]
     pos_k = torch.arange(k_len, device=device)[None, :]
@@ -105,6 +114,19 @@ def sliding_window_attention_reference(
     their head (a column of the scores that no value follows). Returns (B, Tq, H, D) in q's dtype.
     Arithmetic runs in fp32 (fp64 stays fp64), so this is the accuracy yardstick for
     low-precision inputs. Inputs are not validated here.
+
+    Args:
+        q: (B, Tq, H, D) queries, any float dtype.
+        k: (B, Tk, Hkv, D) keys, H % Hkv == 0, Tk >= Tq.
+        v: (B, Tk, Hkv, D) values.
+        window: keys each query attends to, itself included; None: full causal attention.
+        scale: the factor on the scores; None: D ** -0.5.
+        bounds: None, or packed sequences (B = 1): the offsets of their queries and of their keys,
+            as lists of ints.
+        sinks: None, or (H,) sink logits, one per query head.
+
+    Returns:
+        (B, Tq, H, D) in q's dtype.
     """
     weights = sliding_window_attention_weights(q, k, window, scale, bounds=bounds, sinks=sinks)
     vf = v.to(weights.dtype).repeat_interleave(q.shape[2] // v.shape[2], dim=2)

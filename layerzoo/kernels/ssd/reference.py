@@ -19,10 +19,20 @@ def ssd_reference(
 
         S = exp(g_t) S + k_t v_t^T;  o_t = S^T (scale q_t)
 
-    q, k: (B, T, H, K); v: (B, T, H, V); g: (B, T, H) log decay (<= 0); any float dtypes.
-    initial_state: (B, H, K, V) or None (zeros). scale defaults to K ** -0.5.
-    Returns o (B, T, H, V) in q's dtype and the final state (B, H, K, V) in fp32 (fp64 for fp64
-    inputs). Arithmetic runs in that state dtype. Inputs are not validated here.
+    Arithmetic runs in the state dtype, fp32 (fp64 for fp64 inputs). Inputs are not validated
+    here; `ssd(..., backend="reference")` validates.
+
+    Args:
+        q: (B, T, H, K) queries, any float dtype.
+        k: (B, T, H, K) keys.
+        v: (B, T, H, V) values.
+        g: (B, T, H) log decay (<= 0).
+        scale: the factor on q; None: K ** -0.5.
+        initial_state: (B, H, K, V), or None for zeros.
+
+    Returns:
+        The pair (o, final_state): o (B, T, H, V) in q's dtype, the state (B, H, K, V) in fp32
+            (fp64 for fp64 inputs).
     """
     batch, length, heads, key_dim = k.shape
     out_dtype, dtype = q.dtype, compute_dtype(q.dtype)
