@@ -1,6 +1,6 @@
 """layerzoo's imports point down its layers, and its import graph has no circle.
 
-The order is the README's (Layout): a module may import its own layer and those below it. Every
+The order is docs/layout.md's: a module may import its own layer and those below it. Every
 import counts, those inside functions too: a lazy import is still a dependency.
 """
 
