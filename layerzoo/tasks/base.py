@@ -10,7 +10,7 @@ from typing import ClassVar
 import torch
 
 from ..errors import OptionError
-from ..options import Section
+from ..options import Section, option
 
 IGNORE = -100  # the target of a position that is not scored (torch cross_entropy's ignore_index)
 
@@ -44,7 +44,7 @@ class Task(Section):
     of the full length, each seeing only itself (evaluation stays one example per row).
     """
 
-    pack: bool = False
+    pack: bool = option(False, help="fill each training row with several examples, packed apart")
     name: ClassVar[str] = ""
     has_depth: ClassVar[bool] = False  # whether `depth` (needle position, 0..1) means anything
 

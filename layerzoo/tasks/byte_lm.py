@@ -22,9 +22,9 @@ class ByteLM(Task):
     """
 
     name = "bytes"
-    paths: tuple[str, ...] = ()
-    holdout: float = option(0.1, above=0.0, max=1.0)
-    split: Literal["train", "eval"] = "train"
+    paths: tuple[str, ...] = option((), help="the text files, laid end to end")
+    holdout: float = option(0.1, above=0.0, max=1.0, help="the last fraction of the bytes, held out for evaluation")
+    split: Literal["train", "eval"] = option("train", help="the split examples come from; training and evaluation set it")
 
     def check(self, vocab_size: int) -> None:
         require(vocab_size >= 256, "name", f"byte-level modelling needs vocab_size >= 256, the model has {vocab_size}")

@@ -20,8 +20,8 @@ class MQAR(Task):
     """
 
     name = "mqar"
-    num_pairs: int = option(8, min=1)
-    vocab_size: int | None = option(None, min=1)
+    num_pairs: int = option(8, min=1, help="key-value pairs per example, each key queried once")
+    vocab_size: int | None = option(None, min=1, help="the task's vocabulary (null: the model's)")
 
     def bind(self, vocab_size: int) -> "MQAR":
         return self if self.vocab_size is not None else replace(self, vocab_size=vocab_size)

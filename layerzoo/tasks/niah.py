@@ -44,11 +44,11 @@ class NIAH(Task):
 
     name = "niah"
     has_depth = True
-    variants: tuple[str, ...] = VARIANTS
-    key_len: int = option(2, min=1)
-    value_len: int = option(2, min=1)
-    num_needles: int = option(4, min=1)
-    vocab_size: int | None = option(None, min=1)
+    variants: tuple[str, ...] = option(VARIANTS, help="the variants examples draw from (each example one)")
+    key_len: int = option(2, min=1, help="tokens in a needle's key")
+    value_len: int = option(2, min=1, help="tokens in a needle's value")
+    num_needles: int = option(4, min=1, help="needles of the multi-needle variants")
+    vocab_size: int | None = option(None, min=1, help="the task's vocabulary (null: the model's)")
 
     def bind(self, vocab_size: int) -> "NIAH":
         return self if self.vocab_size is not None else replace(self, vocab_size=vocab_size)

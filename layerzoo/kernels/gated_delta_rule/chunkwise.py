@@ -2,8 +2,8 @@
 
 chunk_forward.py has the algorithm in PyTorch, chunk_backward.py its gradient. Writing the
 backward by hand lets the forward run in place (autograd would have to keep every intermediate)
-and lets the backward recompute cheap intermediates instead of storing them (the README's
-Gated DeltaNet table measures what that buys).
+and lets the backward recompute cheap intermediates instead of storing them (the benchmarks
+page's Gated DeltaNet table, docs/benchmarks.md, measures what that buys).
 
 Two implementations share one workspace (what the forward keeps for the backward):
 - on CPU, compiled (cpu_forward.cpp, cpu_backward.cpp, built on first use by native.py): a head

@@ -20,7 +20,7 @@ sequence's own initial state at its first chunk, which is where a forget gate of
 act (cumulative sums of log gates cannot carry that -inf, this loop needs none).
 
 On CPU, a forward that autograd does not record runs compiled (native.py, cpu_forward.cpp): the
-same chunks, a head per thread, about 2.2x as fast (the README's mLSTM table).
+same chunks, a head per thread, about 2.2x as fast (docs/benchmarks.md, mLSTM).
 """
 
 from __future__ import annotations

@@ -37,13 +37,13 @@ class Text(Task):
     """
 
     name = "text"
-    files: tuple[str, ...] = ()
-    field: str = "text"
-    tokenizer: str = "bytes"
-    holdout: float = option(0.05, above=0.0, max=0.5)
-    split_seed: int = option(0, min=0)
-    split: Literal["train", "eval"] = "train"
-    pack: bool = True
+    files: tuple[str, ...] = option((), help="paths, globs or stdlib:GLOB (.txt, .py, .jsonl, .parquet, ...)")
+    field: str = option("text", help="the field holding the text in .jsonl and .parquet files")
+    tokenizer: str = option("bytes", help="bytes, bpe:N (trained on the training documents) or a tokenizer folder")
+    holdout: float = option(0.05, above=0.0, max=0.5, help="the seeded fraction of the documents held out")
+    split_seed: int = option(0, min=0, help="the seed of which documents are held out")
+    split: Literal["train", "eval"] = option("train", help="the split examples come from; training and evaluation set it")
+    pack: bool = option(True, help="documents packed apart in a row: no attention or state crosses between them")
 
     def check(self, vocab_size: int) -> None:
         require(len(self.files) >= 1, "files", "give at least one file, glob or stdlib:GLOB")
