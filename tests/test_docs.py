@@ -20,8 +20,6 @@ README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 RUNNABLE = ("python", "bash", "yaml")  # the languages whose blocks are code; the others are data or output
 NOT_RUN = re.compile(r"<!-- not run: (.+?) -->")
-# Pages whose blocks are records rather than examples: each is exempt as a whole, for the reason given.
-EXEMPT = {"docs/results.md": "each study's commands, hours of CPU, are the record of how its figures were made"}
 
 
 def fenced_blocks(path: Path) -> list[tuple[str, str, str, str | None]]:
@@ -101,8 +99,6 @@ def test_every_code_block_runs_in_a_test_or_says_why_not():
     present = set()
     for path in markdown_files():
         name = str(path.relative_to(ROOT))
-        if name in EXEMPT:
-            continue
         for heading, language, _, reason in fenced_blocks(path):
             if language not in RUNNABLE:
                 continue
