@@ -142,7 +142,7 @@ def zeroed_layers(run_dir: Path) -> dict:
     """{"student", "teacher"}: the run's student and its teacher with every layer zeroed in turn (cached)."""
     cached = run_dir / "reliance-every-layer.json"
     if not cached.is_file():
-        from layerzoo.side_by_side import load_model_folder
+        from layerzoo.side_by_side.reading import load_model_folder
 
         teacher = load_model_folder(Path(read_json(run_dir / "distill-report.json")["teacher"]))
         student = load_model_folder(run_dir / "model")
