@@ -20,7 +20,9 @@ from layerzoo.assemblies import build
 from layerzoo.mixers import set_window
 from layerzoo.specs import load_spec
 from layerzoo.tasks import make_task
-from layerzoo.training.loop.trainer import autocast_context, make_optimizer, step_batches, train_step
+from layerzoo.training.loop.loop import adamw, optimizer_step
+from layerzoo.training.loop.trainer import autocast_context
+from layerzoo.training.objectives.language_model import LanguageModel
 from layerzoo.training.parallel import distributed
 
 from .runner.arguments import add_spec
@@ -52,15 +54,17 @@ def compile_blocks(model, backend: str) -> None:
 
 
 def step_cell(model, config, task, context, window):
-    """One training step of `model` at `window` on the batches of step 0; returns the callable."""
-    optimizer = make_optimizer(model, config)
-    autocast = autocast_context(config, context)
-    batches = step_batches(task, config, 0, config.seq_len, config.batch_size, context)
+    """One training step of `model` at `window` on the batches of step 0 (drawn once, outside the
+    timing); returns the callable."""
+    optimizer = adamw(model, config.optimizer)
+    objective = LanguageModel(model, task, task, config, context, autocast_context(config, context))
+    batches = objective.batches(0, config.seq_len)
+    objective.batches = lambda step, seq_len: batches
 
     def run():
         if window is not None:
             set_window(model, window)
-        train_step(model, optimizer, batches, config, context, autocast)
+        optimizer_step(objective, optimizer, 0, config.seq_len, config.optimizer.grad_clip)
     return run
 
 

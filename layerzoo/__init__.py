@@ -1,8 +1,7 @@
 """layerzoo: pluggable token mixers behind one contract, composed by YAML specs into hybrid models.
 
-The package's layers, each importing only those before it: errors, options, registry, kernels,
-blocks, mixers, specs, assemblies (causal LM, then ARMT, then `build`), tasks, training, testing,
-hf, cli.
+Its layers import only those below them, in the order tests/test_layers.py declares (LAYERS) and
+docs/layout.md shows.
 
 Importing `layerzoo` itself is light (no torch): the names below load with their layers on first
 use, and with them the built-in mixers and the `training:` spec section register. The registries

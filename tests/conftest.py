@@ -1,7 +1,9 @@
 """Hypothesis profiles: `ci` (default, quick) and `thorough` (HYPOTHESIS_PROFILE=thorough, local runs,
-which also run the tests marked slow)."""
+which also run the tests marked slow); a private text cache; `tiny_spec`, the spec with a training
+section that the training, CLI and evaluation tests share."""
 
 import os
+import textwrap
 
 import pytest
 import torch
@@ -12,6 +14,8 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from hypothesis import HealthCheck, settings
+
+from tests.helpers.tiny import TINY
 
 settings.register_profile("ci", max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -38,3 +42,11 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "slow" in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.fixture
+def tiny_spec(tmp_path):
+    """Path of the tiny spec; extra YAML lines (indented under training:) may be appended by tests."""
+    path = tmp_path / "tiny.yaml"
+    path.write_text(textwrap.dedent(TINY))
+    return path

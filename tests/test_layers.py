@@ -1,49 +1,59 @@
 """layerzoo's imports point down its layers, and its import graph has no circle.
 
-The order is docs/layout.md's: a module may import its own layer and those below it. Every
-import counts, those inside functions too: a lazy import is still a dependency.
+LAYERS below is the order, declared here once: a module may import its own layer and those below
+it. Every import counts, those inside functions too: a lazy import is still a dependency. The
+layout page (docs/layout.md) renders LAYERS when the site builds.
 """
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import NamedTuple
 
 import layerzoo
 
 PACKAGE = Path(layerzoo.__file__).parent
 
+
+class Layer(NamedTuple):
+    """Modules whose dotted names (below `layerzoo`) start with one of `prefixes`; `what` they hold."""
+
+    prefixes: tuple[str, ...]
+    what: str
+
+
 # Lowest first. A module belongs to the layer of the longest prefix that names it; "" is the root
 # package `layerzoo`, the facade that imports the layers below it and registers the built-ins.
 LAYERS = (
-    ("errors",),
-    ("options",),
-    ("registry",),
-    ("kernels.common",),  # what the kernel families share
-    ("kernels",),
-    ("blocks",),
-    ("mixers",),
-    ("specs",),
-    ("assemblies.causal_lm", "assemblies.generate"),
-    ("assemblies.armt",),
-    ("assemblies.build", "assemblies"),
-    ("tasks",),
-    ("training.config", "training.errors"),  # the `training:` section, the errors of runs
-    ("training.parallel",),
-    ("training.runs",),
-    ("training.evaluation",),
-    ("training.reports",),
-    ("training.loop",),
-    ("training.distill",),  # a converted model distilled from its teacher: the loop's pieces, two stages
-    ("training.sweeps",),
-    ("training",),
-    ("",),
-    ("testing",),
-    ("hf",),  # above the facade: `import layerzoo` never pulls in transformers (layerzoo/hf/__init__.py says why)
-    ("convert",),  # a Hugging Face transformer into a layerzoo hybrid
-    ("distill",),  # a conversion folder distilled (training.distill) and written as a Hugging Face folder
-    ("side_by_side",),  # `layerzoo eval`: training runs, distill runs and model folders scored side by side
-    ("cli", "__main__"),
+    Layer(("errors",), "the errors a user can cause, one line each"),
+    Layer(("options",), "options declared once: type, default, bounds, one line of help"),
+    Layer(("registry",), "mixers by name; holds entries, imports no mixer"),
+    Layer(("kernels.common",), "what the kernel families share"),
+    Layer(("kernels",), "pure functions on (B, T, H, D) tensors, a folder per family"),
+    Layer(("blocks",), "norms, SwiGLU, RoPE, short convolution, the residual block, packing"),
+    Layer(("mixers",), "one file per mixer, each with its Options"),
+    Layer(("specs",), "YAML specs, their sections, the model section's resolution"),
+    Layer(("assemblies.causal_lm", "assemblies.generate"), "the causal LM and its generation"),
+    Layer(("assemblies.armt",), "ARMT around a causal LM"),
+    Layer(("assemblies.build", "assemblies"), "`build`, the one factory above both; `describe`"),
+    Layer(("tasks",), "training tasks and the seeds their examples are drawn from"),
+    Layer(("training.config", "training.errors"), "the `training:` section, the errors of runs"),
+    Layer(("training.parallel",), "data parallelism and FSDP"),
+    Layer(("training.runs",), "run folders, checkpoints, metrics logs and their plots"),
+    Layer(("training.objectives",), "what a model is trained on: language modelling, distillation's stages"),
+    Layer(("training.loop",), "the one training loop, its schedules and stop signals; `train`"),
+    Layer(("training.distill",), "a converted model distilled from its teacher: the `distill:` section, "
+                                 "its stages in the loop, the reliance measure"),
+    Layer(("training.sweeps",), "grids of runs and their comparison"),
+    Layer(("training",), "the package's face: the sections, and names loaded on first use"),
+    Layer(("",), "`import layerzoo`: public names loaded on first use, the built-ins registered"),
+    Layer(("testing",), "hypothesis strategies, mixer and kernel conformance checks"),
+    Layer(("hf",), "transformers' Auto classes, export; above the facade, so that `import layerzoo` "
+                   "never imports transformers"),
+    Layer(("convert",), "a Hugging Face transformer into a layerzoo hybrid; a conversion folder distilled"),
+    Layer(("evaluation",), "runs, distill runs and model folders scored, their reports; `layerzoo eval`"),
+    Layer(("cli", "__main__"), "the `layerzoo` command: a module per subcommand"),
 )
 
 
@@ -85,8 +95,8 @@ def rank(module: str) -> int:
     """The index in LAYERS of `module`'s layer (len(LAYERS) for none)."""
     best, best_length = len(LAYERS), -1
     relative = module.removeprefix("layerzoo").lstrip(".")
-    for index, prefixes in enumerate(LAYERS):
-        for prefix in prefixes:
+    for index, layer in enumerate(LAYERS):
+        for prefix in layer.prefixes:
             if (relative == prefix or relative.startswith(prefix + ".")) and len(prefix) > best_length:
                 best, best_length = index, len(prefix)
     return best

@@ -126,23 +126,23 @@ def curve(paths: list[Path]) -> dict[int, dict | None]:
 
 def every_layer(model, teacher, run_dir: Path) -> dict:
     """The reliance measure of `model` with each of its layers zeroed in turn (attention layers
-    too), KL to `teacher`, on the held-out windows the run's own measure read (its seed + 1)."""
-    from layerzoo.tasks import make_task
-    from layerzoo.training.evaluation.reliance import reliance
+    too), KL to `teacher`, on the held-out sequences the run's own measure read (heldout_seed)."""
+    from layerzoo.tasks import heldout_seed, make_task
+    from layerzoo.training.distill.reliance import reliance
 
     distill = yaml.safe_load((run_dir / "spec.yaml").read_text())["distill"]
     task = make_task("text", {**distill["data"], "tokenizer": str(run_dir / "tokenizer")}, model.config.vocab_size)
     task.prepare(progress=False)
     return reliance(model, dataclasses.replace(task, split="eval"), distill["end_to_end"]["seq_len"], teacher=teacher,
                     layers=range(model.config.n_layers), samples=distill["eval"]["samples"],
-                    batch_size=distill["eval"]["batch_size"], seed=distill["seed"] + 1)
+                    batch_size=distill["eval"]["batch_size"], seed=heldout_seed(distill["seed"]))
 
 
 def zeroed_layers(run_dir: Path) -> dict:
     """{"student", "teacher"}: the run's student and its teacher with every layer zeroed in turn (cached)."""
     cached = run_dir / "reliance-every-layer.json"
     if not cached.is_file():
-        from layerzoo.side_by_side.reading import load_model_folder
+        from layerzoo.evaluation.reading import load_model_folder
 
         teacher = load_model_folder(Path(read_json(run_dir / "distill-report.json")["teacher"]))
         student = load_model_folder(run_dir / "model")

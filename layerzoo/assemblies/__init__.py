@@ -2,8 +2,9 @@
 
 from .armt import ARMT, wrap
 from .build import build
+from .summary import describe
 from .causal_lm import CausalLM
 from .generate import generate
 from .init import init_weights
 
-__all__ = ["ARMT", "CausalLM", "build", "generate", "init_weights", "wrap"]
+__all__ = ["ARMT", "CausalLM", "build", "describe", "generate", "init_weights", "wrap"]

@@ -6,10 +6,11 @@ from typing import Any
 
 from ..errors import OptionError, unknown_name_message
 from ..options import make_section
-from .base import IGNORE, Batch, Task, example_seed
+from .base import IGNORE, Batch, Task
 from .byte_lm import ByteLM
 from .mqar import MQAR
 from .niah import NIAH, VARIANTS
+from .seeds import example_seed, heldout_seed, report_seed
 from .text import Text
 
 TASKS: dict[str, type[Task]] = {task.name: task for task in (MQAR, NIAH, ByteLM, Text)}
@@ -27,4 +28,5 @@ def make_task(name: str, options: dict[str, Any], vocab_size: int) -> Task:
     return task
 
 
-__all__ = ["IGNORE", "TASKS", "VARIANTS", "Batch", "ByteLM", "MQAR", "NIAH", "Task", "Text", "example_seed", "make_task"]
+__all__ = ["IGNORE", "TASKS", "VARIANTS", "Batch", "ByteLM", "MQAR", "NIAH", "Task", "Text", "example_seed", "heldout_seed", "make_task",
+           "report_seed"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -96,13 +95,6 @@ class Task(Section):
             lengths += [len(ids) for ids, _ in pieces]
         cu_seqlens = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()])
         return Batch(torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows]), cu_seqlens)
-
-
-def example_seed(*parts: int | str) -> int:
-    """A 63-bit seed from (run seed, step, index...): stateless, so resumed and sharded runs draw
-    exactly the examples an uninterrupted single process would."""
-    digest = hashlib.blake2b(",".join(map(str, parts)).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1
 
 
 def randint(generator: torch.Generator, low: int, high: int, size: int = 1) -> torch.Tensor:

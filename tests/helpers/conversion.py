@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import torch
+import yaml
 
 from tests.helpers.text_corpus import document
 
@@ -55,3 +56,21 @@ def write_teacher(corpus: Path, folder: Path, spec: dict | None = None, seed: in
         model = LayerzooForCausalLM.from_spec(teacher_spec() if spec is None else spec)
     model.save_pretrained(folder)
     return write_tokenizer(corpus, folder)
+
+
+def distill_folders(root):
+    """In `root`: a layerzoo attention teacher, its corpus (held out: a quarter of its documents),
+    its conversion by `layerzoo convert` (layer 1 Gated DeltaNet), and a distill config file of two
+    steps a stage."""
+    from layerzoo.cli import main
+    from tests.training.distill.conftest import GDN, settings
+
+    corpus = write_text(root / "corpus")
+    teacher = write_teacher(corpus, root / "teacher")
+    assert main(["convert", str(teacher), "--pattern", GDN, "--out", str(root / "converted")]) == 0
+    text = type("Text", (), {"corpus": corpus})
+    config = root / "distill.yaml"
+    config.write_text(yaml.safe_dump({"distill": settings(text, align={"steps": 2, "batch_size": 2, "seq_len": 32},
+                                                          end_to_end={"steps": 2, "batch_size": 2, "seq_len": 32})}))
+    return type("Folders", (), {"root": root, "corpus": corpus, "converted": root / "converted", "teacher": teacher,
+                                "config": config})

@@ -7,7 +7,7 @@ from transformers.generation.streamers import BaseStreamer
 
 from layerzoo.hf import HFError, LayerzooCache
 from layerzoo.testing import padded_batch
-from layerzoo.training.evaluation.evaluate import score
+from layerzoo.training.objectives.language_model import score
 from layerzoo.tasks import Batch
 
 from tests.helpers.hf_inputs import cache_of, prompts

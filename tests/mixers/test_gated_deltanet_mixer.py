@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from layerzoo import get_mixer
 from layerzoo.training.config import TrainingConfig
-from layerzoo.training.loop.trainer import make_optimizer
+from layerzoo.training.loop.loop import adamw
 from layerzoo.errors import OptionError
 from layerzoo.mixers import GatedDeltaNet
 from layerzoo.testing import assert_close, check_mixer, mixer_inputs
@@ -54,7 +54,7 @@ def test_gate_initialisation_follows_mamba2():
     dt = F.softplus(mixer.dt_bias)
     assert (decay_rate > 0).all() and (decay_rate <= 16).all()
     assert (dt >= 1e-3 * (1 - 1e-5)).all() and (dt <= 0.1 * (1 + 1e-5)).all()
-    decayed = make_optimizer(mixer, TrainingConfig()).param_groups[0]["params"]
+    decayed = adamw(mixer, TrainingConfig().optimizer).param_groups[0]["params"]
     assert all(p is not mixer.A_log and p is not mixer.dt_bias for p in decayed)  # rates are not weights to shrink
     # log-uniform dt: its log spreads over most of [log 1e-3, log 0.1]
     assert dt.log().max() - dt.log().min() > 0.7 * (math.log(0.1) - math.log(1e-3))

@@ -16,7 +16,7 @@ from layerzoo.errors import OptionError
 from layerzoo.mixers import KimiDeltaAttention
 from layerzoo.testing import assert_close, check_mixer, mixer_inputs
 from layerzoo.training.config import TrainingConfig
-from layerzoo.training.loop.trainer import make_optimizer
+from layerzoo.training.loop.loop import adamw
 
 from tests.helpers.streams import check_prefill_then_decode, delta_rule_layers
 
@@ -46,7 +46,7 @@ def test_gate_initialisation_and_widths_follow_fla():
     decay_rate = mixer.A_log.exp()
     assert (decay_rate >= 1).all() and (decay_rate <= 16).all()
     assert mixer.dt_bias.shape == (64,) and not mixer.dt_bias.any()  # one per key channel
-    decayed = make_optimizer(mixer, TrainingConfig()).param_groups[0]["params"]
+    decayed = adamw(mixer, TrainingConfig().optimizer).param_groups[0]["params"]
     assert all(p is not mixer.A_log and p is not mixer.dt_bias for p in decayed)
     # the decay and the output gate are low-rank, through head_v_dim channels
     assert [layer.out_features for layer in mixer.f_proj] == [16, 64]

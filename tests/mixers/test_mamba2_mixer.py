@@ -19,7 +19,7 @@ from layerzoo.errors import OptionError
 from layerzoo.mixers import Mamba2
 from layerzoo.testing import assert_close, check_mixer, mixer_inputs
 from layerzoo.training.config import TrainingConfig
-from layerzoo.training.loop.trainer import make_optimizer
+from layerzoo.training.loop.loop import adamw
 
 from tests.helpers.streams import check_prefill_then_decode
 
@@ -95,7 +95,7 @@ def test_initialisation_follows_mamba2():
     assert (dt >= 1e-3 * (1 - 1e-5)).all() and (dt <= 0.1 * (1 + 1e-5)).all()
     assert dt.log().max() - dt.log().min() > 0.7 * (math.log(0.1) - math.log(1e-3))  # log-uniform
     assert torch.equal(mixer.D, torch.ones(64))
-    decayed = make_optimizer(mixer, TrainingConfig()).param_groups[0]["params"]
+    decayed = adamw(mixer, TrainingConfig().optimizer).param_groups[0]["params"]
     assert all(p is not mixer.A_log and p is not mixer.dt_bias and p is not mixer.D for p in decayed)
 
 

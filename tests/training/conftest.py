@@ -1,18 +1,10 @@
-"""A CPU-second-sized spec with a training section, written per test."""
+"""A finished sweep of the tiny spec (tests/conftest.py: tiny_spec), shared by the sweep and compare tests."""
 
 import textwrap
 
 import pytest
 
 from tests.helpers.tiny import TINY
-
-
-@pytest.fixture
-def tiny_spec(tmp_path):
-    """Path of the tiny spec; extra YAML lines (indented under training:) may be appended by tests."""
-    path = tmp_path / "tiny.yaml"
-    path.write_text(textwrap.dedent(TINY))
-    return path
 
 
 # The tiny spec on NIAH, cut to seconds a run: 3 steps, two lengths, two depths, 2 examples per

@@ -52,8 +52,8 @@ class StageConfig(Section):
     """What every stage has: its length, batch, sequence length and optimizer (AdamW, warmup then cosine)."""
 
     steps: int = option(100, min=1, help="optimizer steps of the stage (to skip it, set the stage to null)")
-    batch_size: int = option(8, min=1, help="windows of text per step")
-    seq_len: int = option(256, min=1, help="tokens per window")
+    batch_size: int = option(8, min=1, help="sequences of text per step")
+    seq_len: int = option(256, min=1, help="tokens per sequence")
     optimizer: OptimizerConfig = option(factory=OptimizerConfig, help="AdamW and its learning-rate schedule (lr 1e-3 unless set)")
 
 
@@ -96,17 +96,17 @@ class EndToEndConfig(StageConfig):
 @dataclass(frozen=True)
 class HeldOutConfig(Section):
     """The held-out text each stage is measured on (at its end, and every `every` steps) and the
-    reliance measure of the final student: `samples` windows of the held-out split."""
+    reliance measure of the final student: `samples` sequences of the held-out split."""
 
-    samples: int = option(16, min=1, help="held-out windows")
-    batch_size: int = option(8, min=1, help="windows per forward")
+    samples: int = option(16, min=1, help="held-out sequences")
+    batch_size: int = option(8, min=1, help="sequences per forward")
     every: int | None = option(None, min=1, help="also measure every this many steps (null: at the end of a stage only)")
 
 
 @dataclass(frozen=True)
 class DistillConfig(Section):
     data: dict[str, Any] = option(factory=dict, help="the text task's options (files, field, holdout, split_seed, pack)")
-    seed: int = option(0, min=0, help="the seed of the windows drawn, the window schedule and the LoRA init")
+    seed: int = option(0, min=0, help="the seed of the sequences drawn, the window schedule and the LoRA init")
     align: AlignConfig | None = option(factory=AlignConfig, help="stage 1 (null: skipped)")
     end_to_end: EndToEndConfig | None = option(factory=EndToEndConfig, help="stage 2 (null: skipped)")
     window: WindowConfig = option(factory=WindowConfig, help="stage 2's SWA window per step (SWAX's stochastic windows)")

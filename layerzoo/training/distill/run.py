@@ -21,7 +21,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -29,23 +29,22 @@ from torch import nn
 from ...errors import OptionError
 from ...mixers import set_window
 from ...specs import Spec
-from ...tasks import Task, example_seed, make_task
+from ...tasks import Task, example_seed, heldout_seed, make_task
 from ..errors import TrainingError
-from ..evaluation.divergence import batch_divergence, heldout_divergence
+from ..loop.loop import LoopSettings, run_loop
 from ..loop.schedules import WindowSchedule
-from ..reports.loss_plot import plot_runs
-from ..reports.reliance_report import reliance_report
+from ..objectives.distillation import Alignment, DistillationStage, EndToEnd
 from ..runs.checkpoint import load_weights
 from ..runs.folder import check_run_folder, run_bytes, start_run_folder
 from ..runs.lock import hold
+from ..runs.loss_plot import plot_runs
 from ..runs.metrics import read_records
 from ..runs.resume import read_for_resume
 from ..runs.run_checkpoints import newest_usable, run_checkpoints
 from ..runs.space import check_room, checkpoint_bytes
-from .alignment import alignment_loss, heldout_alignment
 from .config import RESUME_MAY_CHANGE, AlignConfig, DistillConfig, EndToEndConfig
 from .lora import merged, require_peft, with_lora
-from .stage import Stage, run_stage
+from .reliance import reliance_report
 
 LOSS_LABELS = {"align": "mean squared error, mean over converted layers",
                "end_to_end": "KL to the teacher (+ ce_weight x CE), nats per token"}
@@ -53,17 +52,6 @@ MODEL_FOLDER = "model"  # where `layerzoo distill` writes the final student as a
 DISTILL_FILES = ("spec.yaml", "tokenizer", "tokenizer.partial-*", "align", "end_to_end", "loss-*.png", "reliance.json",
                  "distill-report.json", MODEL_FOLDER, f"{MODEL_FOLDER}.partial-*",
                  "perplexity-*.json", "perplexity-*.png", "eval-*.json", "eval-*.png")  # the last: `layerzoo eval RUN_DIR`'s
-
-
-class Conversion(Protocol):
-    """What distillation needs of a conversion (layerzoo.convert's): two CausalLMs of the same
-    width, depth and vocabulary, the student's `converted` layers holding new mixers and every
-    other tensor the teacher's, and the teacher's Hugging Face folder (its tokenizer)."""
-
-    teacher: nn.Module
-    student: nn.Module
-    converted: Sequence[int]
-    source: Path
 
 
 @dataclass
@@ -75,12 +63,15 @@ class DistillResult:
     report: dict[str, Any]  # what distill-report.json holds
 
 
-def distill(conversion: Conversion, spec: Spec, run_dir: str | Path, *, resume: bool = False, overwrite: bool = False,
+def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = False, overwrite: bool = False,
             progress: bool = True, device: torch.device | str | None = None,
             holding: contextlib.ExitStack | None = None) -> DistillResult:
     """Distil conversion.student from conversion.teacher as spec's `distill:` section says, in run_dir.
 
-    spec: the student's model section and the distill section (config.distillation_spec). The
+    conversion: a layerzoo.convert.Conversion, or any object with its fields: `teacher` and
+    `student`, CausalLMs of one width, depth and vocabulary; `converted`, the indices of the
+    student's layers that hold new mixers (every other tensor is the teacher's); `source`, the
+    teacher's folder (its tokenizer reads the text). spec: the student's model section and the distill section (config.distillation_spec). The
     student is trained in place; the teacher is frozen and left as it is. device None: CUDA when
     there is a GPU, else the CPU. The folder is locked while the run writes it (FolderInUse for a
     second run into it); `holding` keeps it locked until that stack closes (the final export).
@@ -112,18 +103,20 @@ def distill(conversion: Conversion, spec: Spec, run_dir: str | Path, *, resume: 
         if config.window.long is not None:  # stage 1, and the student saved, at the long window
             set_window(student, config.window.long)
         for index, (name, settings) in enumerate(stages[first:], first):
-            stage = make_stage(name, settings, teacher, student, converted, config, eval_task, device)
+            stage = make_stage(name, settings, teacher, student, converted, config, task, eval_task, device)
             checkpoint = None
             if resume and index == first:  # the earlier stages are done: this checkpoint holds all their work
                 checkpoint = newest_usable(run_dir / name, lambda folder: read_for_resume(
                     folder, spec, stage.model, "distill", RESUME_MAY_CHANGE))
                 load_weights(checkpoint, stage.model)
-            run_stage(stage, run_dir / name, spec, config, task, device, checkpoint, progress)
+            windows = WindowSchedule(config.window, settings.steps, config.seed) if name == "end_to_end" else None
+            run_loop(stage, run_dir / name, spec, stage_settings(name, settings, config), windows=windows,
+                     window_model=student, checkpoint=checkpoint, progress=progress)
             student = merged(stage.model) if stage.model is not student else student
             plot_runs([run_dir / name], run_dir / f"loss-{name}.png", LOSS_LABELS[name])
         student.requires_grad_(True)
         measured = reliance_report(student, eval_task, stages[-1][1].seq_len, run_dir, teacher=teacher,
-                                   samples=config.eval.samples, batch_size=config.eval.batch_size, seed=config.seed + 1,
+                                   samples=config.eval.samples, batch_size=config.eval.batch_size, seed=heldout_seed(config.seed),
                                    device=device, echo=print if progress else None)
         report = write_report(run_dir, conversion, stages, measured)
     if progress:
@@ -178,41 +171,36 @@ def resume_stage(run_dir: Path, names: list[str]) -> int:
 
 
 def make_stage(name: str, settings: AlignConfig | EndToEndConfig, teacher: nn.Module, student: nn.Module,
-               converted: tuple[int, ...], config: DistillConfig, eval_task: Task, device: torch.device) -> Stage:
-    """The stage `name`, its trainable parameters set: stage 1 the converted layers' mixers only;
-    stage 2 the whole student, or LoRA adapters (drawn from the run's seed, so a resumed run draws
-    the same ones) on its projections. The stage's RNG starts from the run's seed and the stage's
-    name (a resumed stage's from its checkpoint), as a training run's from its seed, so that what
-    a run draws (dropout) never depends on what the process did before it."""
+               converted: tuple[int, ...], config: DistillConfig, task: Task, eval_task: Task,
+               device: torch.device) -> DistillationStage:
+    """The objective of stage `name`: stage 1 trains the converted layers' mixers only; stage 2 the
+    whole student, or LoRA adapters (drawn from the run's seed, so a resumed run draws the same
+    ones) on its projections. The stage's RNG starts from the run's seed and the stage's name (a
+    resumed stage's from its checkpoint), as a training run's from its seed, so that what a run
+    draws (dropout) never depends on what the process did before it."""
     torch.manual_seed(example_seed(config.seed, name))
-    heldout = dict(samples=config.eval.samples, batch_size=config.eval.batch_size, device=device)
-    heldout_seed = config.seed + 1
+    common = dict(task=task, eval_task=eval_task, seed=config.seed, batch_size=settings.batch_size,
+                  heldout_seed=heldout_seed(config.seed), samples=config.eval.samples,
+                  eval_batch_size=config.eval.batch_size, device=device)
     if name == "align":
-        student.requires_grad_(False)
-        for layer in converted:
-            student.blocks[layer].mixer.requires_grad_(True)
-        return Stage(name, settings, student, student, lambda batch: alignment_loss(teacher, student, converted, batch),
-                     lambda: heldout_alignment(teacher, student, converted, eval_task, settings.seq_len,
-                                               seed=heldout_seed, **heldout))
+        return Alignment(student, teacher, converted, settings.seq_len, **common)
     student.requires_grad_(True)
     model = student
     if settings.lora is not None:
         torch.manual_seed(example_seed(config.seed, "lora"))
         model = with_lora(student, settings.lora)
-
-    def loss(batch):
-        kl, ce, count = batch_divergence(model, teacher, batch, settings.temperature)
-        scale = 1 / max(count, 1)
-        return (kl + settings.ce_weight * ce) * scale, {"kl": kl.item() * scale, "ce": ce.item() * scale}
-
-    def measure() -> dict[str, float]:
-        scores = heldout_divergence(model, teacher, eval_task, settings.seq_len, seed=heldout_seed, **heldout)["intact"]
-        return {"loss": scores["kl"] + settings.ce_weight * scores["loss"], "kl": scores["kl"], "ce": scores["loss"]}
-
-    return Stage(name, settings, model, student, loss, measure, WindowSchedule(config.window, settings.steps, config.seed))
+    return EndToEnd(model, teacher, settings.seq_len, settings.temperature, settings.ce_weight, **common)
 
 
-def write_report(run_dir: Path, conversion: Conversion, stages: list, measured: dict[str, Any]) -> dict[str, Any]:
+def stage_settings(name: str, settings: AlignConfig | EndToEndConfig, config: DistillConfig) -> LoopSettings:
+    """The loop's settings of a stage."""
+    return LoopSettings(steps=settings.steps, batch_size=settings.batch_size, seq_len=settings.seq_len,
+                        optimizer=settings.optimizer, log_every=config.log_every, eval_every=config.eval.every,
+                        checkpoint_every=config.checkpoint_every, keep_checkpoints=config.keep_checkpoints,
+                        lr_key=f"distill.{name}.optimizer.lr", name=name)
+
+
+def write_report(run_dir: Path, conversion: Any, stages: list, measured: dict[str, Any]) -> dict[str, Any]:
     """distill-report.json: tokens of distillation per stage (what its steps read), each stage's
     last held-out measures (from its metrics.jsonl), and the reliance measure."""
     tokens = {name: settings.steps * settings.batch_size * settings.seq_len for name, settings in stages}

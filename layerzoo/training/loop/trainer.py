@@ -1,48 +1,37 @@
-"""The training loop: a spec with a `training:` section -> a trained model in a run folder.
+"""`layerzoo train`: a spec with a `training:` section -> a trained model in a run folder.
 
-Everything random is keyed by (seed, step, example index): the examples, the window of a step,
-the segment count. A resumed run and an N-process run therefore see exactly what one
-uninterrupted process with the same global batch sees; the loss of a step is normalised by the
-scored tokens of the whole global batch, so gradients match too. Saving checkpoints and noting
-signals draw no random numbers and change no arithmetic.
+The model is trained by the loop (loop.py) on the language-modelling objective, data-parallel
+under torchrun: each rank draws its slice of every step's global batch, and the loss is
+normalised by the scored tokens of the whole global batch, so N processes step as one does.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
-import signal
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from ...assemblies import build
-from ...kernels.common.native_build import reporting_builds
-from ...mixers import at_window, set_window
 from ...specs import Spec, load_spec
-from ...tasks import Batch, Task, example_seed, make_task
-from ..config import OptimizerConfig, TrainingConfig
+from ...tasks import Task, make_task
+from ..config import TrainingConfig
 from ..errors import TrainingError
-from ..evaluation.evaluate import evaluate, score
+from ..objectives.language_model import LanguageModel, examples_per_rank
 from ..parallel import distributed
 from ..parallel.fsdp import build_sharded
-from ..runs.checkpoint import load_training_state, load_weights, save_checkpoint
+from ..runs.checkpoint import load_weights
 from ..runs.folder import check_run_folder, default_run_dir, run_bytes, start_run_folder
 from ..runs.lock import hold
-from ..runs.metrics import MetricsLog
 from ..runs.resume import read_for_resume
-from ..runs.run_checkpoints import checkpoint_dir, newest_usable, prune_checkpoints
+from ..runs.run_checkpoints import newest_usable
 from ..runs.space import check_room, checkpoint_bytes
-from ..runs.tensorboard import TensorBoardLog
 from .curriculum import Curriculum
-from .interrupt import StopSignals, TrainingInterrupted
-from .schedules import WindowSchedule, learning_rate
+from .loop import LoopSettings, run_loop
+from .schedules import WindowSchedule
 
 
 @dataclasses.dataclass
@@ -87,7 +76,7 @@ def train_in(run_dir: Path, spec: Spec, resume: bool, overwrite: bool, progress:
     config = spec.training
     context = distributed.setup()
     distributed.barrier(context)
-    share = check_batch(config, context.world_size)
+    examples_per_rank(config, context.world_size)  # a batch that does not split fails before anything is built
     torch.manual_seed(config.seed)  # identical initial weights on every rank
     model = build_model(spec, context)
     task = make_task(config.task.name, config.task.options, spec.model.vocab_size)
@@ -105,143 +94,19 @@ def train_in(run_dir: Path, spec: Spec, resume: bool, overwrite: bool, progress:
         check_room(run_dir, checkpoint_bytes(model) - (run_bytes(run_dir) if overwrite else 0))
         start_run_folder(run_dir, spec, overwrite, task.tokenizer_files())
     wrapped = distributed.wrap(model, context, config.parallel)
-    optimizer = make_optimizer(wrapped, config)
-    start_step = 0 if checkpoint is None else load_training_state(checkpoint, wrapped, optimizer)["step"]
-    del checkpoint  # its tensors are loaded; do not hold a second copy through training
-    windows = WindowSchedule(config.window, config.steps, config.seed)
-    curriculum = make_curriculum(config, model)
-    autocast = autocast_context(config, context)
-    mirrors = [TensorBoardLog(run_dir / "tensorboard", start_step + 1)] if config.log.tensorboard and context.is_main else []
-    log = MetricsLog(run_dir / "metrics.jsonl" if context.is_main else None, keep_through=start_step, mirrors=mirrors)
-    bar = tqdm(total=config.steps, initial=start_step, unit="step", dynamic_ncols=True, mininterval=0.5,
-               disable=not (progress and context.is_main))
-    started, tokens_seen, metrics, saved = time.perf_counter(), 0, {}, start_step or None
-    with bar, StopSignals() as signals, contextlib.ExitStack() as closing:
-        for mirror in mirrors:
-            closing.callback(mirror.close)  # flushed however the loop ends
-        if not bar.disable:
-            closing.enter_context(kernel_builds_on(bar))
-        for step in range(start_step, config.steps):
-            window = windows.window(step)
-            if window is not None:
-                set_window(model, window)
-            seq_len = config.seq_len
-            lr_step, lr_total = step, config.steps
-            if curriculum is not None:
-                seq_len = curriculum.seq_len(step)
-                lr_step, lr_total = curriculum.stage_progress(step)
-            for group in optimizer.param_groups:
-                group["lr"] = learning_rate(lr_step, lr_total, config.optimizer)
-            batches = step_batches(task, config, step, seq_len, share, context)
-            loss, correct, count, grad_norm = train_step(wrapped, optimizer, batches, config, context, autocast)
-            if not finite(loss, grad_norm):
-                raise TrainingError(diverged(step + 1, loss, grad_norm, saved and checkpoint_dir(run_dir, saved)))
-            tokens_seen += config.batch_size * seq_len
-            metrics = {"step": step + 1, "loss": loss, "accuracy": correct, "lr": optimizer.param_groups[0]["lr"],
-                       "window": window, "seq_len": seq_len, "grad_norm": grad_norm,
-                       "tokens_per_s": tokens_seen / (time.perf_counter() - started)}
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss:.3f}", acc=f"{correct:.3f}", tok_s=f"{metrics['tokens_per_s']:.0f}", refresh=False)
-            last = step + 1 == config.steps
-            if (step + 1) % config.log_every == 0 or last:
-                log.write(metrics)
-            if (step + 1) % config.eval.every == 0 or last:
-                with at_window(model, windows.eval_window):
-                    result = evaluate(wrapped, eval_task, config.seq_len, config.eval.samples, config.seed + 1,
-                                      batch_size=config.eval.batch_size, context=context, autocast=autocast)
-                metrics.update({f"eval_{key}": value for key, value in result.items()})
-                log.write({"step": step + 1, **{f"eval_{key}": value for key, value in result.items()}})
-                if context.is_main and progress:
-                    bar.write(f"step {step + 1}: eval loss {result['loss']:.4f}, accuracy {result['accuracy']:.3f}")
-            stop = stop_requested(signals, context)
-            if (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0) or last or stop:
-                saved = step + 1
-                save_checkpoint(checkpoint_dir(run_dir, saved), wrapped, optimizer, spec, saved, metrics,
-                                write=context.is_main)
-                if context.is_main:
-                    prune_checkpoints(run_dir, saved, config.keep_checkpoints)
-            if stop:
-                raise TrainingInterrupted(f"interrupted by {stop.name} after step {saved}; saved "
-                                          f"{checkpoint_dir(run_dir, saved)}; continue with --resume", stop)
-    if windows.eval_window is not None:
-        set_window(model, windows.eval_window)
+    objective = LanguageModel(wrapped, task, eval_task, config, context, autocast_context(config, context))
+    metrics = run_loop(objective, run_dir, spec, loop_settings(config), windows=WindowSchedule(config.window, config.steps,
+                       config.seed), window_model=model, curriculum=make_curriculum(config, model), checkpoint=checkpoint,
+                       context=context, progress=progress)
     return RunResult(run_dir, model, spec, eval_task, metrics, context)
 
 
-def kernel_builds_on(bar: tqdm) -> contextlib.AbstractContextManager:
-    """A compiled kernel's first-use build (in the first step, or the first evaluation) on the
-    progress bar: its notice printed above the bar, and the bar labelled "building kernels" until
-    it ends, rather than standing at a silent 0%."""
-    def report(notice: str | None) -> None:
-        if notice is not None:
-            bar.write(notice, file=sys.stderr)
-        bar.set_description_str("" if notice is None else "building kernels", refresh=True)
-
-    return reporting_builds(report)
-
-
-def stop_requested(signals: StopSignals, context: distributed.Context):
-    """The signal that asks to stop after this step (SIGTERM when it reached another rank), or None.
-    Every rank agrees, so that all of them save the same step and stop."""
-    (count,) = distributed.all_sum([float(signals.received is not None)], context, context.device)
-    return signals.received or (signal.SIGTERM if count else None)
-
-
-def finite(*values: float) -> bool:
-    return all(math.isfinite(value) for value in values)
-
-
-def diverged(step: int, loss: float, grad_norm: float, last_checkpoint: Path | None,
-             lr_key: str = "training.optimizer.lr") -> str:
-    """The one-line error of a step whose loss or gradient is not finite; lr_key: the setting to lower."""
-    last = f"the last checkpoint is {last_checkpoint}" if last_checkpoint else "no checkpoint was saved"
-    return (f"step {step}: non-finite loss or gradient (loss {loss:.4g}, grad norm {grad_norm:.4g}); stopped before "
-            f"updating the weights, {last}; try a lower {lr_key}")
-
-
-def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, batches: list[Batch], config: TrainingConfig,
-               context: distributed.Context, autocast) -> tuple[float, float, float, float]:
-    """One optimizer step over this rank's micro-batches; returns global (loss, accuracy, tokens, grad norm).
-    A non-finite loss or gradient norm skips the update."""
-    model.train()
-    local = sum(batch.scored for batch in batches)
-    (total,) = distributed.all_sum([float(local)], context, context.device)
-    # DDP averages gradients over ranks, hence * world_size: the sum is over the global batch
-    scale = context.world_size / max(total, 1.0)
-    loss_sum = correct = 0.0
-    for index, batch in enumerate(batches):
-        with distributed.gradient_sync(model, enabled=index == len(batches) - 1):
-            loss, hits, _ = score(model, batch, autocast)
-            (loss * scale).backward()
-        loss_sum, correct = loss_sum + loss.item(), correct + hits.item()
-    clip = config.optimizer.grad_clip
-    grad_norm = float(nn.utils.clip_grad_norm_(model.parameters(), clip if clip else float("inf")))
-    loss_sum, correct = distributed.all_sum([loss_sum, correct], context, context.device)
-    loss = loss_sum / max(total, 1.0)
-    if finite(loss, grad_norm):  # else the caller stops: weights stay as the last finite step left them
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    return loss, correct / max(total, 1.0), total, grad_norm
-
-
-def step_batches(task: Task, config: TrainingConfig, step: int, seq_len: int, share: int,
-                 context: distributed.Context) -> list[Batch]:
-    """This rank's slice of the step's global batch, cut into grad_accum micro-batches."""
-    first = context.rank * share
-    micro = share // config.grad_accum
-    batches = []
-    for start in range(first, first + share, micro):
-        seeds = [example_seed(config.seed, "train", step, index) for index in range(start, start + micro)]
-        batches.append(task.batch(seq_len, seeds, pack=task.pack).to(context.device))
-    return batches
-
-
-def check_batch(config: TrainingConfig, world_size: int) -> int:
-    """Examples per rank per step; the global batch must split evenly over ranks and micro-batches."""
-    if config.batch_size % (world_size * config.grad_accum):
-        raise TrainingError(f"training.batch_size {config.batch_size} does not split over {world_size} processes "
-                            f"x {config.grad_accum} accumulation steps")
-    return config.batch_size // world_size
+def loop_settings(config: TrainingConfig) -> LoopSettings:
+    """The loop's settings of a `training:` section."""
+    return LoopSettings(steps=config.steps, batch_size=config.batch_size, seq_len=config.seq_len,
+                        optimizer=config.optimizer, log_every=config.log_every, eval_every=config.eval.every,
+                        checkpoint_every=config.checkpoint_every, keep_checkpoints=config.keep_checkpoints,
+                        lr_key="training.optimizer.lr", tensorboard=config.log.tensorboard)
 
 
 def compile_blocks(model: nn.Module) -> None:
@@ -251,7 +116,7 @@ def compile_blocks(model: nn.Module) -> None:
     checkpoints, DDP and FSDP see the same model; only the blocks' calls run compiled. Block by
     block rather than whole: a block's graph takes its weights as inputs, so each kind of block
     (and window) compiles once and serves every block of its kind, a fraction of the one-time cost.
-    Evaluation runs uncompiled (evaluate.py).
+    Measures run uncompiled (objectives/batches.py).
     """
     for block in model.repeated_blocks():
         block.compile()
@@ -264,21 +129,6 @@ def build_model(spec: Spec, context: distributed.Context) -> nn.Module:
     if context.distributed and config.parallel == "fsdp":
         return build_sharded(spec, context.device, config.mixed_precision)
     return build(spec).to(context.device)
-
-
-def make_optimizer(model: nn.Module, config: TrainingConfig) -> torch.optim.AdamW:
-    """The training section's AdamW (see adamw)."""
-    return adamw(model, config.optimizer)
-
-
-def adamw(model: nn.Module, settings: OptimizerConfig) -> torch.optim.AdamW:
-    """AdamW over the parameters that require gradients; weight decay on matrices (projections,
-    embeddings) only, not on norms and biases."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2]
-    rest = [p for p in params if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": settings.weight_decay}, {"params": rest, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=settings.lr, betas=(settings.beta1, settings.beta2))
 
 
 def make_curriculum(config: TrainingConfig, model: nn.Module) -> Curriculum | None:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from ..errors import ComparisonError
-from ..reports.compare_plot import plot_comparison
+from .compare_plot import plot_comparison
 from ..runs.results import FP32_BYTES, Curve, RunResults
 from .plan import read_manifest
 

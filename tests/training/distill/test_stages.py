@@ -10,9 +10,9 @@ import json
 import torch
 
 from layerzoo.tasks import make_task
-from layerzoo.training.distill.alignment import heldout_alignment, recorded_calls
+from layerzoo.training.objectives.alignment import heldout_alignment, recorded_calls
 from layerzoo.training.distill.run import distill
-from layerzoo.training.evaluation.divergence import heldout_divergence
+from layerzoo.training.objectives.divergence import heldout_divergence
 from layerzoo.training.loop.schedules import WindowSchedule
 from tests.helpers.run_checks import metric_records
 from tests.training.distill.conftest import SWA_GDN, make

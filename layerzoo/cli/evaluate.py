@@ -1,0 +1,28 @@
+"""`layerzoo eval RUN_OR_MODEL...`: runs and model folders scored alone or side by side
+(layerzoo.evaluation.evaluate; its settings, EvalSettings, are this command's flags)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..evaluation.settings import EvalSettings
+from .arguments import add_section_flags, section_of
+
+
+def add_parser(commands, name: str) -> None:
+    parser = commands.add_parser(name, help="length x depth accuracy of a checkpoint (table, JSON, heatmap PNG), or its "
+                                            "perplexity against context length on held-out text; a distill run's "
+                                            "student beside its teacher; model folders side by side")
+    parser.add_argument("checkpoint", nargs="+", metavar="RUN_OR_MODEL",
+                        help="a checkpoint folder, a run folder (its latest checkpoint), a distill run folder (its "
+                             "student and its teacher) or a model folder (layerzoo's, or a Llama, Mistral or Qwen one "
+                             "`layerzoo convert` reads); several are drawn on one plot")
+    add_section_flags(parser, EvalSettings)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = section_of(EvalSettings, args)  # checked before torch is imported
+    from ..evaluation import evaluate
+
+    evaluate(args.checkpoint, settings)
+    return 0

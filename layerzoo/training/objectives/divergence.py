@@ -1,0 +1,64 @@
+"""How far a model's next-token distributions are from a teacher's: KL(teacher || model) at a
+temperature and the cross-entropy on the tokens, summed over the scored positions, and both
+measured on held-out text."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ...tasks import IGNORE, Batch, Task
+from .batches import evaluating, forward_batch, heldout_batches, local, uncompiled
+
+
+def divergence_sums(logits: torch.Tensor, teacher_logits: torch.Tensor, targets: torch.Tensor,
+                    temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(KL sum, cross-entropy sum, scored positions) over the positions of targets (B, T) that are
+    not IGNORE; logits, teacher_logits (B, T, vocab), differentiable in logits.
+
+    KL(p_teacher || p_model) with both distributions the softmax of logits / temperature, times
+    temperature^2 (Hinton et al.), so that its gradients keep their scale as the temperature
+    changes; at temperature 1 it is the plain KL. The cross-entropy is at temperature 1.
+    """
+    scored = targets != IGNORE
+    student, teacher = logits[scored].float(), teacher_logits[scored].float()
+    kl = F.kl_div(F.log_softmax(student / temperature, -1), F.log_softmax(teacher / temperature, -1),
+                  log_target=True, reduction="sum") * temperature**2
+    ce = F.cross_entropy(student, targets[scored], reduction="sum")
+    return kl, ce, int(scored.sum())
+
+
+@torch.no_grad()
+@uncompiled
+def heldout_divergence(model: nn.Module, teacher: nn.Module | None, task: Task, seq_len: int, samples: int, seed: int,
+                       *, batch_size: int = 8, variants: dict[str, Callable[[], contextlib.AbstractContextManager]]
+                       | None = None, device: torch.device | str = "cpu") -> dict[str, dict[str, float | None]]:
+    """For each variant {name: a context manager factory under which the model runs}: its mean
+    held-out cross-entropy ("loss") and KL to the teacher ("kl", None without a teacher), over
+    `samples` seeded sequences of `task`'s split. The teacher runs once per batch, whatever the
+    number of variants. Without variants: {"intact": ...}, the model as it is. Batches go to `device`."""
+    variants = variants or {"intact": contextlib.nullcontext}
+    sums = {name: [0.0, 0.0, 0] for name in variants}
+    with evaluating(model, teacher):
+        for batch, _ in heldout_batches(task, seq_len, samples, seed, batch_size=batch_size, context=local(device)):
+            teacher_logits = None if teacher is None else forward_batch(teacher, batch)
+            for name, variant in variants.items():
+                with variant():
+                    logits = forward_batch(model, batch)
+                kl, ce, count = divergence_sums(logits, logits if teacher_logits is None else teacher_logits, batch.targets)
+                total = sums[name]
+                total[0], total[1], total[2] = total[0] + kl.item(), total[1] + ce.item(), total[2] + count
+    return {name: {"loss": ce / max(count, 1), "kl": None if teacher is None else kl / max(count, 1)}
+            for name, (kl, ce, count) in sums.items()}
+
+
+def batch_divergence(model: nn.Module, teacher: nn.Module, batch: Batch, temperature: float = 1.0
+                     ) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """divergence_sums of the model (differentiable) against the teacher (no gradients) on one batch."""
+    with torch.no_grad():
+        teacher_logits = forward_batch(teacher, batch)
+    return divergence_sums(forward_batch(model, batch), teacher_logits, batch.targets, temperature)

@@ -1,0 +1,93 @@
+"""Language modelling: next-token cross-entropy over a task's scored tokens, the step's batch split
+over data-parallel ranks and accumulation micro-batches; measured by loss and accuracy on seeded
+held-out examples."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ...tasks import IGNORE, Batch, Task, heldout_seed
+from ..config import TrainingConfig
+from ..errors import TrainingError
+from ..parallel import distributed
+from ..parallel.distributed import Context, all_sum
+from .batches import LOCAL, evaluating, forward_batch, heldout_batches, training_batch, uncompiled
+
+
+class LanguageModel:
+    """The objective of `layerzoo train`: `model` (wrapped for data parallelism where it is) on
+    `task`'s examples of the step, the mean loss over the scored tokens of the whole global batch
+    (so N ranks step as one process with the same global batch); held out, loss and accuracy on
+    `eval_task` at training.seq_len."""
+
+    def __init__(self, model: nn.Module, task: Task, eval_task: Task, config: TrainingConfig, context: Context,
+                 autocast: contextlib.AbstractContextManager):
+        self.model, self.task, self.eval_task, self.config = model, task, eval_task, config
+        self.context, self.autocast = context, autocast
+        self.share = examples_per_rank(config, context.world_size)
+
+    def backward(self, step: int, seq_len: int) -> tuple[float, dict[str, float]]:
+        batches = self.batches(step, seq_len)
+        context = self.context
+        (total,) = all_sum([float(sum(batch.scored for batch in batches))], context, context.device)
+        # DDP averages gradients over ranks, hence * world_size: the sum is over the global batch
+        scale = context.world_size / max(total, 1.0)
+        loss_sum = correct = 0.0
+        for index, batch in enumerate(batches):
+            with distributed.gradient_sync(self.model, enabled=index == len(batches) - 1):
+                loss, hits, _ = score(self.model, batch, self.autocast)
+                (loss * scale).backward()
+            loss_sum, correct = loss_sum + loss.item(), correct + hits.item()
+        loss_sum, correct = all_sum([loss_sum, correct], context, context.device)
+        return loss_sum / max(total, 1.0), {"accuracy": correct / max(total, 1.0)}
+
+    def batches(self, step: int, seq_len: int) -> list[Batch]:
+        """This rank's slice of the step's global batch, cut into grad_accum micro-batches."""
+        config, first = self.config, self.context.rank * self.share
+        micro = self.share // config.grad_accum
+        return [training_batch(self.task, seq_len, config.seed, "train", step, range(start, start + micro),
+                               self.context.device) for start in range(first, first + self.share, micro)]
+
+    def heldout(self) -> dict[str, float]:
+        config = self.config
+        return score_heldout(self.model, self.eval_task, config.seq_len, config.eval.samples, heldout_seed(config.seed),
+                        batch_size=config.eval.batch_size, context=self.context, autocast=self.autocast)
+
+
+def examples_per_rank(config: TrainingConfig, world_size: int) -> int:
+    """Examples per rank per step; the global batch must split evenly over ranks and micro-batches."""
+    if config.batch_size % (world_size * config.grad_accum):
+        raise TrainingError(f"training.batch_size {config.batch_size} does not split over {world_size} processes "
+                            f"x {config.grad_accum} accumulation steps")
+    return config.batch_size // world_size
+
+
+def score(model: nn.Module, batch: Batch, autocast: contextlib.AbstractContextManager) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(summed cross-entropy (0-d, differentiable), correct argmax predictions (0-d), scored tokens)
+    over the positions of batch.targets that are not IGNORE."""
+    logits = forward_batch(model, batch, autocast)
+    targets = batch.targets
+    loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE, reduction="sum")
+    correct = ((logits.argmax(-1) == targets) & (targets != IGNORE)).sum()
+    return loss, correct, batch.scored
+
+
+@torch.no_grad()
+@uncompiled
+def score_heldout(model: nn.Module, task: Task, seq_len: int, samples: int, seed: int, *, depth: float | None = None,
+             batch_size: int = 16, context: Context = LOCAL, autocast=contextlib.nullcontext()) -> dict[str, float]:
+    """Mean loss and accuracy over the scored tokens of `samples` seeded examples (the same ones
+    every call), the samples split over data-parallel ranks."""
+    loss = correct = count = 0.0
+    with evaluating(model):
+        for batch, counts in heldout_batches(task, seq_len, samples, seed, depth=depth, batch_size=batch_size,
+                                             context=context):
+            batch_loss, batch_correct, batch_count = score(model, batch, autocast)
+            if counts:
+                loss, correct, count = loss + batch_loss.item(), correct + batch_correct.item(), count + batch_count
+    loss, correct, count = all_sum([loss, correct, count], context, context.device)
+    return {"loss": loss / max(count, 1), "accuracy": correct / max(count, 1)}
