@@ -145,7 +145,8 @@ def optimizer_step(objective: Objective, optimizer: torch.optim.Optimizer, step:
     non-finite loss or gradient norm skips the update (the caller stops)."""
     objective.model.train()
     loss, logged = objective.backward(step, seq_len)
-    params = [p for group in optimizer.param_groups for p in group["params"]]
+    # in the model's order, as the norm adds the parameters' norms up in the order it is given them
+    params = [p for p in objective.model.parameters() if p.requires_grad]
     grad_norm = float(nn.utils.clip_grad_norm_(params, clip if clip else float("inf")))
     if finite(loss, grad_norm):
         optimizer.step()
