@@ -18,7 +18,7 @@ D_MODEL = 32
 @pytest.mark.parametrize("name", MIXERS)
 def test_every_mixer_passes_check_mixer_against_its_reference_backend(name):
     report = check_mixer(name, reference="reference")
-    assert {"causality", "reference", "decoding after a prefill", "init_state"} <= set(report.checks)
+    assert {"causality", "reference", "decoding after a prefill", "init_state", "fp32 precision"} <= set(report.checks)
 
 
 @pytest.mark.parametrize("name", MIXERS)
