@@ -17,8 +17,8 @@ from .trees import tensors_in
 class Report:
     """What a suite checked: its call, the checks, how many drawn examples, how long it took.
 
-    Printed, it is one line: "check_mixer('swa'): 13 checks (shapes, ...) passed on 100 drawn
-    examples in 4.2 s", followed by "; skipped: <check> (<why>)" for each check skipped.
+    Printed, it is one line: "check_mixer('swa'): <n> checks (shapes, ...) passed on <m> drawn
+    examples in <s> s", followed by "; skipped: <check> (<why>)" for each check skipped.
 
     Attributes:
         call: the suite's call, as text.
