@@ -18,7 +18,7 @@ D_MODEL = 32
 @pytest.mark.parametrize("name", MIXERS)
 def test_every_mixer_passes_check_mixer_against_its_reference_backend(name):
     report = check_mixer(name, reference="reference")
-    assert {"causality", "reference", "decoding after a prefill", "init_state"} <= set(report.checks)
+    assert {"causality", "reference", "decoding after a prefill", "init_state", "fp32 precision"} <= set(report.checks)
 
 
 @pytest.mark.parametrize("name", MIXERS)
@@ -36,8 +36,8 @@ def test_any_split_equals_one_call(name, data):
 @pytest.mark.parametrize("name", MIXERS)
 @given(lengths=st.lists(st.integers(1, 12), min_size=1, max_size=3), seed=st.integers(0, 2**16))
 def test_padded_and_packed_batches_equal_their_rows_alone(name, lengths, seed):
-    """Left- and right-padded batches and cu_seqlens packings, lengths from 1 (the mixers' chunk
-    sizes in their test options are 4-5, so lengths cross chunk edges), then decoding."""
+    """Left- and right-padded batches and cu_seqlens packings, lengths from 1 to past the chunk,
+    segment and window sizes of the mixers' test options (so they cross chunk edges), then decoding."""
     mixer = make_mixer(name, D_MODEL)
     x = torch.randn(len(lengths), max(lengths) + 3, D_MODEL, generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():

@@ -8,8 +8,10 @@ import copy
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ..registry import get_mixer
+from .reports import CheckSkipped
 from .tolerances import assert_close
 from .trees import tensors_in
 
@@ -421,3 +423,68 @@ def check_dtypes(mixer: torch.nn.Module, x: torch.Tensor, dtype: torch.dtype = t
     if y.dtype != dtype:
         raise AssertionError(f"{dtype} input gave a {y.dtype} output")
     assert_close(y.float(), reference, dtype, what=f"{dtype} output vs fp32", scale=3)
+
+
+def check_precision(mixer: torch.nn.Module, x: torch.Tensor, gradients: bool = False) -> None:
+    """An fp32 call computes in fp32 at least: no torch function inside it returns a float tensor
+    narrower than fp32 (a cast to bf16, autocast), and its output equals that of the mixer's copy
+    cast to fp64 (the same weights, on x in fp64) at fp32's tolerance, which also sees precision
+    lost where no tensor shows it (inside a compiled kernel, or in code that runs only for fp32).
+    With `gradients`, the gradients of the input and of every parameter are compared too, at 10
+    times that tolerance (a backward sums many rounding errors).
+
+    Args:
+        mixer: the mixer under test, fp32.
+        x: (B, T, d_model) fp32 input.
+        gradients: also compare the gradients of one call.
+
+    Raises:
+        AssertionError: the call returns a narrower float tensor somewhere, or its output or a
+            gradient is farther from the fp64 copy's than fp32's tolerance.
+        CheckSkipped: the fp64 copy does not run (a kernel without fp64), so there is nothing more
+            precise to compare with; the watch for narrower tensors has passed.
+    """
+    with NarrowFloats() as narrow:
+        y = mixer(x)
+    if narrow.first is not None:
+        raise AssertionError(f"an fp32 call computes in {narrow.first}")
+    double = copy.deepcopy(mixer).double()
+    try:
+        expected = double(x.double())
+        cotangent = torch.randn(expected.shape, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+        expected_gradients = gradients_of(double, x.double(), cotangent) if gradients else {}
+    except Exception as error:
+        reason = str(error).splitlines()[0] if str(error) else ""
+        raise CheckSkipped(f"its fp64 copy does not run: {type(error).__name__}: {reason}") from error
+    assert_close(y, expected, torch.float32, what="fp32 output against the same weights in fp64")
+    for name, gradient in (gradients_of(mixer, x, cotangent.float()) if gradients else {}).items():
+        assert_close(gradient, expected_gradients[name], torch.float32, scale=10,
+                     what=f"the fp32 gradient of {name} against the fp64 copy's")
+
+
+class NarrowFloats(TorchFunctionMode):
+    """Inside it, `first` names the first torch function that returned a float tensor narrower
+    than fp32: "bfloat16 (to() returned one)"; None while none has."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first: str | None = None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        if self.first is None:
+            narrow = [t.dtype for t in tensors_in(result) if t.is_floating_point() and torch.finfo(t.dtype).bits < 32]
+            if narrow:
+                name = str(narrow[0]).removeprefix("torch.")
+                self.first = f"{name} ({getattr(func, '__name__', func)}() returned one)"
+        return result
+
+
+def gradients_of(mixer: torch.nn.Module, x: torch.Tensor, cotangent: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The gradients of sum(mixer(x) * cotangent) in x and in each parameter that takes one, by
+    name ("the input", "parameter 'out.weight'", ...); zeros where the output does not depend on it."""
+    parameters = {f"parameter {name!r}": p for name, p in mixer.named_parameters() if p.requires_grad}
+    inputs = [x.detach().clone().requires_grad_(True), *parameters.values()]
+    with torch.enable_grad():
+        found = torch.autograd.grad((mixer(inputs[0]) * cotangent).sum(), inputs, allow_unused=True)
+    return {name: torch.zeros_like(t) if g is None else g for name, t, g in zip(["the input", *parameters], inputs, found)}

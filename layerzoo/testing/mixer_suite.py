@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from ..registry import get_mixer, read_options
 from .conformance import (
     check_batch_independence, check_causality, check_dtypes, check_empty_inputs, check_gradients, check_packing,
-    check_padding, check_reentrant, check_reference, check_shapes, check_state_contract, check_state_size,
-    check_streaming, make_mixer, prefill_then_decode,
+    check_padding, check_precision, check_reentrant, check_reference, check_shapes, check_state_contract,
+    check_state_size, check_streaming, make_mixer, prefill_then_decode,
 )
-from .reports import Report, bounded_settings, failing_check
+from .reports import CheckSkipped, Report, bounded_settings, failing_check
 from .strategies import sequence_splits
 
 Reference = Callable[[torch.nn.Module, torch.Tensor], torch.Tensor]
@@ -40,13 +40,16 @@ def check_mixer(mixer: str | type, d_model: int | None = None, batch: int = 2, l
     calls without tokens, streaming in `pieces` and in a prefill followed by one-token calls,
     re-entrant states, state sizes (state_size(0) too) and init_state, causality (bit-identical
     earlier outputs, padded and packed too), batch composition, bf16, padded and packed batches,
-    gradients. Then again under hypothesis on drawn widths, batches, lengths, splits into pieces
-    and positions, under `settings` when given (yours to choose), else the active profile's
-    max_examples (or max_examples) without deadline or shrinking.
+    gradients, and fp32 precision (check_precision: no tensor narrower than fp32 inside an fp32
+    call, and its output and gradients within fp32's tolerance of the same weights run in fp64;
+    skipped, with the reason in the report, for a mixer whose fp64 copy does not run). Then again
+    under hypothesis on drawn widths, batches, lengths, splits into pieces and positions, under
+    `settings` when given (yours to choose), else the active profile's max_examples (or
+    max_examples) without deadline or shrinking.
 
-    reference: what the mixer should compute, compared in fp64 and at each dtype's tolerance
-    (so silent low-precision compute fails): a callable reference(mixer, x) -> y, or the name of a
-    backend (the same mixer, same weights, on that backend: "reference" for the built-ins).
+    reference: what the mixer should compute, compared in fp64 and at each dtype's tolerance: a
+    callable reference(mixer, x) -> y, or the name of a backend (the same mixer, same weights, on
+    that backend: "reference" for the built-ins).
     Raises one AssertionError naming the check and the input it failed on; returns (and prints)
     a one-line report of what was checked.
 
@@ -73,7 +76,7 @@ def check_mixer(mixer: str | type, d_model: int | None = None, batch: int = 2, l
     name = cls.registry_name or cls.__name__
     started = time.perf_counter()
     compare = as_reference(cls, options, reference, seed)
-    checked = run_checks(cls, options, d_model or 32, batch, length, seed, pieces, compare)
+    outcomes = run_checks(cls, options, d_model or 32, batch, length, seed, pieces, compare)
     widths = [d_model] if d_model is not None else [width for width in WIDTHS if fits(cls, options, width)]
     runs = settings or bounded_settings(max_examples)
 
@@ -86,7 +89,9 @@ def check_mixer(mixer: str | type, d_model: int | None = None, batch: int = 2, l
                    full=False)
 
     runs(drawn)()
-    return Report(f"check_mixer({name!r})", checked, runs.max_examples, time.perf_counter() - started).printed()
+    checked = [check_name for check_name, skipped in outcomes.items() if skipped is None]
+    skipped = {check_name: why for check_name, why in outcomes.items() if why is not None}
+    return Report(f"check_mixer({name!r})", checked, runs.max_examples, time.perf_counter() - started, skipped).printed()
 
 
 def resolved(mixer: str | type, options: dict[str, Any]) -> tuple[type, dict[str, Any]]:
@@ -122,9 +127,10 @@ def as_reference(cls: type, options: dict[str, Any], reference: str | Reference 
 
 def run_checks(cls: type, options: dict[str, Any], d_model: int, batch: int, length: int, seed: int,
                pieces: list[int] | None, reference: Reference | None, position: int | None = None,
-               lengths: list[int] | None = None, full: bool = True) -> list[str]:
-    """Every check on one input; returns the checks' names. full: also the checks whose result does
-    not depend on the input's shape enough to draw them (empty inputs, bf16, gradients...)."""
+               lengths: list[int] | None = None, full: bool = True) -> dict[str, str | None]:
+    """Every check on one input; returns each check's name with the reason it was skipped (None:
+    it passed). full: also the checks whose result does not depend on the input's shape enough to
+    draw them (empty inputs, bf16, gradients, gradients against fp64...)."""
     mixer = make_mixer(cls, d_model, seed, **options)
     x = torch.randn(batch, length, d_model, generator=torch.Generator().manual_seed(seed))
     example = f"x {tuple(x.shape)} (seed {seed}) with options {options}"
@@ -140,6 +146,7 @@ def run_checks(cls: type, options: dict[str, Any], d_model: int, batch: int, len
         "batch composition": lambda: check_batch_independence(mixer, x),
         "padding": lambda: check_padding(mixer, torch.cat((x, x[:, :3]), dim=1), lengths),
         "packing": lambda: check_packing(mixer, torch.cat((x, x[:, :3]), dim=1), lengths),
+        "fp32 precision": lambda: check_precision(mixer, x, gradients=full),
     }
     if reference is not None:
         checks["reference"] = lambda: check_reference(mixer, x, reference)
@@ -150,12 +157,14 @@ def run_checks(cls: type, options: dict[str, Any], d_model: int, batch: int, len
             "state sizes": lambda: check_state_size(mixer, x),
             "init_state": lambda: check_state_contract(mixer, x),
             "bf16": lambda: check_dtypes(mixer, x),
+            "gradients": lambda: torch.enable_grad()(check_gradients)(mixer, x),
         }
+    outcomes: dict[str, str | None] = {}
     for check_name, check in checks.items():
         with failing_check(f"{cls.__name__}: {check_name}", example), torch.no_grad():
-            check()
-    if full:
-        with failing_check(f"{cls.__name__}: gradients", example):
-            check_gradients(mixer, x)
-        return [*checks, "gradients"]
-    return list(checks)
+            try:
+                check()
+                outcomes[check_name] = None
+            except CheckSkipped as skipped:
+                outcomes[check_name] = str(skipped)
+    return outcomes

@@ -4,7 +4,7 @@ check and the input it failed on; and the hypothesis settings the suites run und
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import hypothesis
@@ -17,24 +17,27 @@ from .trees import tensors_in
 class Report:
     """What a suite checked: its call, the checks, how many drawn examples, how long it took.
 
-    Printed, it is one line: "check_mixer('swa'): 13 checks (shapes, ...) passed on 100 drawn
-    examples in 4.2 s".
+    Printed, it is one line: "check_mixer('swa'): <n> checks (shapes, ...) passed on <m> drawn
+    examples in <s> s", followed by "; skipped: <check> (<why>)" for each check skipped.
 
     Attributes:
         call: the suite's call, as text.
-        checks: the names of the checks run.
+        checks: the names of the checks that ran (and passed).
         examples: the hypothesis examples drawn.
         seconds: the wall time taken.
+        skipped: the checks that could not run on this subject, each with the reason.
     """
 
     call: str
     checks: list[str]
     examples: int
     seconds: float
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def __str__(self) -> str:
+        skipped = "".join(f"; skipped: {check} ({why})" for check, why in self.skipped.items())
         return (f"{self.call}: {len(self.checks)} checks ({', '.join(self.checks)}) passed on "
-                f"{self.examples} drawn examples in {self.seconds:.1f} s")
+                f"{self.examples} drawn examples in {self.seconds:.1f} s{skipped}")
 
     def printed(self) -> Report:
         print(self)
@@ -48,6 +51,11 @@ def bounded_settings(max_examples: int | None = None) -> hypothesis.settings:
     phases = [phase for phase in hypothesis.settings.default.phases if phase != hypothesis.Phase.shrink]
     return hypothesis.settings(hypothesis.settings.default, deadline=None, phases=phases, report_multiple_bugs=False,
                                max_examples=max_examples or hypothesis.settings.default.max_examples)
+
+
+class CheckSkipped(Exception):
+    """A check that cannot run on its subject (a mixer whose fp64 copy does not run, say): the
+    suite goes on, and its report names the check with this exception's message as the reason."""
 
 
 @contextlib.contextmanager

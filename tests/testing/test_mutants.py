@@ -19,7 +19,7 @@ MUTANT_SETTINGS = hypothesis.settings(max_examples=25, derandomize=True, deadlin
 
 def test_the_unmutated_mixer_passes_check_mixer():
     report = check_mixer(toy_mixer.toy_mixer(), reference=toy_mixer.toy_dense)
-    assert {"causality", "reference", "init_state", "decoding after a prefill"} <= set(report.checks)
+    assert {"causality", "reference", "init_state", "decoding after a prefill", "fp32 precision"} <= set(report.checks)
 
 
 @pytest.mark.parametrize("bug", sorted(toy_mixer.BUGS))
