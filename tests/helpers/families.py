@@ -23,7 +23,7 @@ from layerzoo.kernels.kda import native as kda_native
 from layerzoo.kernels.mlstm import native as mlstm_native
 from layerzoo.kernels.common.native_build import CompiledOps
 from layerzoo.kernels.ssd import native as ssd_native
-from layerzoo.kernels.common.triton_support import triton_can_run
+from layerzoo.kernels.common.backends import triton_can_run
 from layerzoo.testing import KernelCase, KernelFamily
 
 DTYPES = (torch.float32, torch.float64, torch.bfloat16)  # the input dtypes the checks draw

@@ -25,7 +25,7 @@ from layerzoo.kernels import MLSTMState, choose_mlstm_backend, mlstm, mlstm_refe
 from layerzoo.kernels.common import native_build
 from layerzoo.kernels.mlstm import BACKENDS
 from layerzoo.kernels.mlstm import native as mlstm_native
-from layerzoo.kernels.common.triton_support import triton_can_run
+from layerzoo.kernels.common.backends import triton_can_run
 from layerzoo.testing import assert_close, check_kernel_packed, packed_cases
 
 from tests.helpers.families import MLSTM, built, in_frame, mlstm_cpu_kernels

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 
 from layerzoo.kernels import MLSTMState, choose_mlstm_backend, mlstm
 from layerzoo.kernels.mlstm import BACKENDS, mlstm_triton
-from layerzoo.kernels.common.triton_support import triton_can_run
+from layerzoo.kernels.common.backends import triton_can_run
 from layerzoo.testing import assert_close
 
 from tests.helpers.families import in_frame

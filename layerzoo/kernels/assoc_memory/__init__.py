@@ -20,7 +20,7 @@ import torch
 
 from ..common.backends import choose_backend
 from ..common.checks import check_tensors
-from ..common.empty import carried_state, empty_output, has_tokens
+from ..common.sequences import carried_state, empty_output, has_tokens
 from .feature_map import NU, dpfp, features
 from .memory import Memory, empty_memory
 from .reference import associative_read_reference, associative_update_reference

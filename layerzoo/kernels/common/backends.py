@@ -1,11 +1,19 @@
-"""Choosing a backend: which optional libraries are there to choose from, and the rule every
-family's "auto" follows."""
+"""Choosing a backend: which optional libraries are there to choose from, when Triton may run, and
+the rule every family's "auto" follows.
+
+Triton reads TRITON_INTERPRET when a kernel is decorated, so the Triton kernel modules are imported
+on first use (never by `import layerzoo`) and the variable must be set before that first call.
+The CPU tests set it in tests/conftest.py; on a GPU the compiled kernels run.
+"""
 
 from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 from typing import Callable, Iterable
+
+import torch
 
 from ...errors import unknown_name_message
 
@@ -51,3 +59,30 @@ def choose_backend(kind: str, backend: str, backends: Iterable[str], fast: str, 
     if backend != "auto":
         return backend
     return REFERENCE if length == 1 else fast
+
+
+def triton_interpreting() -> bool:
+    """True when TRITON_INTERPRET asks for the interpreter (kernels run on CPU tensors)."""
+    return os.environ.get("TRITON_INTERPRET", "0").lower() not in ("", "0", "false", "no")
+
+
+def triton_can_run(t: torch.Tensor) -> bool:
+    """Whether a Triton kernel can run on tensors like `t` in this process."""
+    if not installed("triton"):
+        return False
+    return t.is_cuda or (triton_interpreting() and t.device.type == "cpu")
+
+
+def require_triton(t: torch.Tensor, kernel: str, dtypes: tuple[torch.dtype, ...] | None = None) -> None:
+    """Raise a one-line ValueError when the Triton backend of `kernel` cannot run on `t`: no
+    triton, a device it cannot reach, or a dtype outside `dtypes` (None: any)."""
+    if not triton_can_run(t):
+        if not installed("triton"):
+            raise ValueError(f"{kernel}: the 'triton' backend needs the triton package, which is not installed")
+        raise ValueError(
+            f"{kernel}: the 'triton' backend needs CUDA tensors (got {t.device}); "
+            f"set TRITON_INTERPRET=1 to run it on CPU through the Triton interpreter"
+        )
+    if dtypes is not None and t.dtype not in dtypes:
+        names = ", ".join(str(dtype).removeprefix("torch.") for dtype in dtypes)
+        raise ValueError(f"{kernel}: the 'triton' backend supports {names}, got {t.dtype}")

@@ -1,7 +1,7 @@
 """The chunkwise gated delta rule's forward: the WY / UT-transform algorithm in plain PyTorch.
 
 Per chunk of C tokens and head, with gc the in-chunk cumulative log decay and L[i, j] =
-exp(gc_i - gc_j) for j <= i (see chunk_parts.decays):
+exp(gc_i - gc_j) for j <= i (see common/chunks.py: decays):
 
     A = strict_tril(beta_i L_ij k_i . k_j);   M = (I + A)^-1
     w = M (beta k exp(gc));  u = M (beta v)           the delta-rule updates solved in-chunk
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from ..common.chunk_parts import decays, unit_lower_inverse
+from ..common.chunks import decays, unit_lower_inverse
 
 
 def workspace(like: torch.Tensor, n_chunks: int, chunk: int, key_dim: int, value_dim: int) -> tuple[torch.Tensor, ...]:

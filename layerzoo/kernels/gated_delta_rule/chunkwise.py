@@ -22,7 +22,7 @@ import functools
 
 import torch
 
-from ..common.chunk_layout import to_chunks, unchunk_into
+from ..common.chunks import to_chunks, unchunk_into
 from ..common.dtypes import compute_dtype
 from .chunk_backward import chunk_backward
 from .chunk_forward import chunk_forward, workspace, workspace_bytes_per_chunk

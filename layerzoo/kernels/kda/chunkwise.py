@@ -24,10 +24,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..common.chunk_layout import from_chunks, to_chunks
-from ..common.chunk_parts import unit_lower_inverse
+from ..common.chunks import from_chunks, to_chunks, unit_lower_inverse
 from ..common.dtypes import compute_dtype
-from ..common.native_forward import run_compiled_forward
+from ..common.matrix_state import run_compiled_forward
 from .native import COMPILED
 
 

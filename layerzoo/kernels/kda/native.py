@@ -1,7 +1,7 @@
-"""KDA's compiled CPU forward (cpu_forward.cpp), built on first use (see native_forward.py)."""
+"""KDA's compiled CPU forward (cpu_forward.cpp), built on first use (see common/matrix_state.py)."""
 
 from __future__ import annotations
 
-from ..common.native_forward import compiled_forward
+from ..common.matrix_state import compiled_forward
 
 COMPILED = compiled_forward("kda", "KDA forward")

@@ -14,11 +14,9 @@ from typing import Callable
 
 import torch
 
-from ..common.backends import choose_backend
+from ..common.backends import choose_backend, require_triton, triton_can_run
 from ..common.checks import check_chunk_size, check_cu_seqlens, check_finite_decay, check_tensors
-from ..common.empty import carried_state, empty_output, has_tokens
-from ..common.sequences import per_sequence
-from ..common.triton_support import require_triton, triton_can_run
+from ..common.sequences import carried_state, empty_output, has_tokens, per_sequence
 from .chunkwise import mlstm_chunkwise
 from .reference import EPS, MLSTMState, mlstm_reference, mlstm_step
 

@@ -30,7 +30,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..common.chunk_grid import ChunkGrid
+from ..common.chunks import ChunkGrid
 from ..common.dtypes import compute_dtype
 from .native import native_forward
 from .reference import EPS, MLSTMState

@@ -18,11 +18,9 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from ..common.backends import choose_backend
+from ..common.backends import choose_backend, require_triton, triton_can_run
 from ..common.checks import check_cu_seqlens, check_tensors
-from ..common.empty import empty_output, has_tokens
-from ..common.sequences import per_sequence
-from ..common.triton_support import require_triton, triton_can_run
+from ..common.sequences import empty_output, has_tokens, per_sequence
 from .chunkwise import first_reachable_key, sliding_window_attention_chunkwise
 from .native import native_enabled, native_ops_for, sliding_window_attention_native
 from .packed import sliding_window_attention_packed

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..common.chunk_grid import ChunkGrid
+from ..common.chunks import ChunkGrid
 from .chunkwise import chunk_size
 from .sinks import with_sink_key
 

@@ -1,7 +1,7 @@
 """SSD chunk by chunk, in PyTorch under autograd.
 
 Per chunk of C tokens and head, with gc the in-chunk cumulative log decay and L[i, j] =
-exp(gc_i - gc_j) for j <= i (chunk_parts.decays):
+exp(gc_i - gc_j) for j <= i (chunks.decays):
 
     o = scale ((q exp(gc)) S + (q k^T * L) v)           S: the state entering the chunk
     S <- exp(gc_last) S + (k exp(gc_last - gc))^T v
@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import torch
 
-from ..common.chunk_layout import from_chunks, to_chunks
-from ..common.chunk_parts import decays
+from ..common.chunks import decays, from_chunks, to_chunks
 from ..common.dtypes import compute_dtype
-from ..common.native_forward import run_compiled_forward
+from ..common.matrix_state import run_compiled_forward
 from .native import COMPILED
 
 

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...common.triton_support import triton_interpreting
+from ...common.backends import triton_interpreting
 from ..reference import EPS
 
 # Largest chunk the kernels take: (L, L) fp32 tiles per program; 128 already strains registers.
