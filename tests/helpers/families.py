@@ -21,6 +21,7 @@ from layerzoo.kernels.assoc_memory import NU, associative_read, associative_upda
 from layerzoo.kernels.gated_delta_rule import native
 from layerzoo.kernels.kda import native as kda_native
 from layerzoo.kernels.mlstm import native as mlstm_native
+from layerzoo.kernels.sliding_window import native as swa_native
 from layerzoo.kernels.common.native_build import CompiledOps
 from layerzoo.kernels.ssd import native as ssd_native
 from layerzoo.kernels.common.backends import triton_can_run
@@ -248,26 +249,22 @@ def built(compiled: CompiledOps):
 
 
 @contextlib.contextmanager
-def cpu_kernels(compiled: CompiledOps, kind: str):
-    """Run a chunkwise kernel's "compiled" or "pytorch" CPU implementation (see `built`)."""
-    if kind == "compiled":
-        built(compiled)
-    with mock.patch.dict(os.environ, {"LAYERZOO_NATIVE": "1" if kind == "compiled" else "0"}):
+def compiled_present(compiled: CompiledOps):
+    """Within the block the "native" backend runs its compiled kernel, not the chunkwise code it
+    falls back to where the kernel is not built (the test fails then) or turned off."""
+    built(compiled)
+    with mock.patch.dict(os.environ, {"LAYERZOO_NATIVE": "1"}):
         yield
+
+
+def running(backend: str, compiled: CompiledOps):
+    """Where `backend` runs its own code: "native" with its compiled kernel (compiled_present); any
+    other as it is."""
+    return compiled_present(compiled) if backend == "native" else contextlib.nullcontext()
 
 
 def compiled_gated_delta_rule():
     return built(native.COMPILED)
-
-
-def gated_delta_rule_cpu_kernels(kind: str):
-    """The chunkwise gated delta rule's "compiled" or "pytorch" CPU implementation, backward included."""
-    return cpu_kernels(native.COMPILED, kind)
-
-
-def mlstm_cpu_kernels(kind: str):
-    """The chunkwise mLSTM's "compiled" (a forward where no gradient is taken) or "pytorch" CPU implementation."""
-    return cpu_kernels(mlstm_native.COMPILED, kind)
 
 
 @dataclass(frozen=True)
@@ -277,34 +274,33 @@ class Backend:
 
     family: KernelFamily
     name: str
-    label: str = ""
     context: Callable[[], ContextManager] = contextlib.nullcontext
     dtypes: Sequence[torch.dtype] | None = None
 
     def __str__(self) -> str:
-        return f"{self.family.name}-{self.label or self.name}"
+        return f"{self.family.name}-{self.name}"
 
 
 BACKENDS = [
     Backend(SLIDING_WINDOW, "reference"),
     Backend(SLIDING_WINDOW, "chunkwise"),
+    Backend(SLIDING_WINDOW, "native", context=lambda: compiled_present(swa_native.COMPILED)),
     Backend(SLIDING_WINDOW, "sdpa"),
-    Backend(SLIDING_WINDOW, "native"),
     Backend(MLSTM, "reference"),
-    Backend(MLSTM, "chunkwise", "chunkwise-compiled", lambda: mlstm_cpu_kernels("compiled")),
-    Backend(MLSTM, "chunkwise", "chunkwise-pytorch", lambda: mlstm_cpu_kernels("pytorch")),
+    Backend(MLSTM, "chunkwise"),
+    Backend(MLSTM, "native", context=lambda: compiled_present(mlstm_native.COMPILED)),
     Backend(GATED_DELTA_RULE, "reference"),
-    Backend(GATED_DELTA_RULE, "chunkwise", "chunkwise-compiled", lambda: gated_delta_rule_cpu_kernels("compiled")),
-    Backend(GATED_DELTA_RULE, "chunkwise", "chunkwise-pytorch", lambda: gated_delta_rule_cpu_kernels("pytorch")),
+    Backend(GATED_DELTA_RULE, "chunkwise"),
+    Backend(GATED_DELTA_RULE, "native", context=lambda: compiled_present(native.COMPILED)),
     Backend(ASSOCIATIVE_MEMORY, "reference"),
-    Backend(ASSOCIATIVE_MEMORY, "vectorized"),
+    Backend(ASSOCIATIVE_MEMORY, "chunkwise"),
     Backend(SSD, "reference"),
-    # SSD's and KDA's forward is compiled on CPU where nothing needs a gradient (native_forward.py)
-    Backend(SSD, "chunkwise", "chunkwise-compiled", lambda: cpu_kernels(ssd_native.COMPILED, "compiled")),
-    Backend(SSD, "chunkwise", "chunkwise-pytorch", lambda: cpu_kernels(ssd_native.COMPILED, "pytorch")),
+    Backend(SSD, "chunkwise"),
+    # SSD's, KDA's and the mLSTM's native kernel is a forward: a call autograd records runs chunkwise
+    Backend(SSD, "native", context=lambda: compiled_present(ssd_native.COMPILED)),
     Backend(KDA, "reference"),
-    Backend(KDA, "chunkwise", "chunkwise-compiled", lambda: cpu_kernels(kda_native.COMPILED, "compiled")),
-    Backend(KDA, "chunkwise", "chunkwise-pytorch", lambda: cpu_kernels(kda_native.COMPILED, "pytorch")),
+    Backend(KDA, "chunkwise"),
+    Backend(KDA, "native", context=lambda: compiled_present(kda_native.COMPILED)),
 ]
 # "auto" picks among the above by length ("reference" for a single token) and device.
 AUTO = [Backend(family, "auto") for family in (SLIDING_WINDOW, MLSTM, GATED_DELTA_RULE, ASSOCIATIVE_MEMORY, SSD, KDA)]

@@ -1,5 +1,5 @@
-"""SSD and KDA kernels: chunkwise (and fla on CUDA) against their step loops, and the step loops and
-chunkwise kernels against flash-linear-attention's naive references.
+"""SSD and KDA kernels: chunkwise, native (and fla on CUDA) against their step loops, and the step
+loops and chunkwise kernels against flash-linear-attention's naive references.
 
 The two kernels are checked by the same tests, each through an Op that says how to draw and call
 it. The kernel contract (streaming, empty inputs, layouts, gradients reaching every input, packed
@@ -27,7 +27,7 @@ from layerzoo.kernels.ssd import native as ssd_native
 from layerzoo.kernels.ssd.fla import ssd_fla
 from layerzoo.testing import assert_close
 
-from tests.helpers.families import cpu_kernels
+from tests.helpers.families import compiled_present
 from tests.helpers.recurrence_inputs import (
     BETA_REGIMES, G_REGIMES, check_cuda_backend, fla_naive, make_beta, make_gates, run_with_grads, seeded_like,
 )
@@ -47,7 +47,7 @@ class Op:
     channel_decay: bool  # g (B, T, H, K) rather than (B, T, H)
     fla_op: str  # fla.ops.<fla_op> and its naive.py
     fla_chunk: str  # the Triton chunk function fla.ops.<fla_op> exports
-    compiled: CompiledOps  # the chunkwise forward without autograd on CPU
+    compiled: CompiledOps  # the native backend's kernel, a forward
 
     def __str__(self) -> str:
         return self.name
@@ -100,10 +100,10 @@ def truth(op: Op, scale=None, **inputs):
 
 
 def compiled_forward(op: Op, inputs: dict, **kwargs):
-    """(out, final state) of the chunkwise kernel without autograd: its compiled CPU forward,
-    which the test requires to be built."""
-    with torch.no_grad(), cpu_kernels(op.compiled, "compiled"):
-        return op.kernel(**inputs, **kwargs, output_final_state=True, backend="chunkwise")
+    """(out, final state) of the native backend without autograd: its compiled CPU forward, which
+    the test requires to be built."""
+    with torch.no_grad(), compiled_present(op.compiled):
+        return op.kernel(**inputs, **kwargs, output_final_state=True, backend="native")
 
 
 def state_shape(inputs: dict) -> tuple[int, ...]:
@@ -113,9 +113,9 @@ def state_shape(inputs: dict) -> tuple[int, ...]:
 
 @pytest.mark.parametrize("op", OPS, ids=str)
 @given(data=st.data())
-def test_chunkwise_matches_the_step_loop_outputs_states_and_gradients(op, data):
-    """Both chunkwise forwards, PyTorch's under autograd (with its gradients) and the compiled one
-    that runs without autograd on CPU."""
+def test_chunked_backends_match_the_step_loop_outputs_states_and_gradients(op, data):
+    """Both chunked forwards, chunkwise's under autograd (with its gradients) and the native one,
+    compiled, without autograd."""
     inputs, kwargs = data.draw(cases(op))
     dtype = inputs["q"].dtype
     grad_out = seeded_like(inputs["v"], 1)
@@ -130,7 +130,7 @@ def test_chunkwise_matches_the_step_loop_outputs_states_and_gradients(op, data):
         lambda **leaves: truth(op, kwargs["scale"], **leaves), inputs, grad_out.to(dtype).double(), grad_state.double())
     # bf16 inputs are exact in fp32 and all arithmetic is fp32: the state is held to fp32 tolerance
     state_dtype = torch.float64 if dtype == torch.float64 else torch.float32
-    for what, (out, state) in {"": (out, state), "compiled ": compiled_forward(op, inputs, **kwargs)}.items():
+    for what, (out, state) in {"": (out, state), "native ": compiled_forward(op, inputs, **kwargs)}.items():
         assert out.dtype == dtype and state.dtype == torch.promote_types(dtype, torch.float32)
         assert_close(out.double(), expected_out, dtype, what=f"{what}output")
         assert_close(state.double(), expected_state, state_dtype, what=f"{what}final state", scale=10)
@@ -159,8 +159,8 @@ def test_extreme_gates_stay_finite_and_agree(op, g_regime):
             for name, grad in grads.items():  # assert_close also fails on NaN or Inf
                 assert_close(grad, expected_grads[name], torch.float32, what=f"{what}: d{name}", scale=10)
         out, state = compiled_forward(op, inputs, chunk_size=16)
-        assert_close(out, expected_out, torch.float32, what=f"compiled, g {g_regime}, beta {beta_regime}: output")
-        assert_close(state, expected_state, torch.float32, what=f"compiled, g {g_regime}, beta {beta_regime}: final state")
+        assert_close(out, expected_out, torch.float32, what=f"native, g {g_regime}, beta {beta_regime}: output")
+        assert_close(state, expected_state, torch.float32, what=f"native, g {g_regime}, beta {beta_regime}: final state")
 
 
 @pytest.mark.parametrize("op", OPS, ids=str)
@@ -216,7 +216,7 @@ def test_chunkwise_matches_flash_linear_attention_naive_chunk(op, data):
 @pytest.mark.parametrize("op", OPS, ids=str)
 def test_bf16_inputs_give_bf16_output_and_fp32_state(op):
     inputs = make_inputs(op, (2, 20, 2), 8, 8, torch.Generator().manual_seed(0), dtype=torch.bfloat16)
-    for backend in ("reference", "chunkwise"):
+    for backend in ("reference", "chunkwise", "native"):
         out, state = op.kernel(**inputs, output_final_state=True, backend=backend)
         assert out.dtype == torch.bfloat16 and state.dtype == torch.float32
     assert not isinstance(op.kernel(**inputs), tuple)
@@ -225,7 +225,9 @@ def test_bf16_inputs_give_bf16_output_and_fp32_state(op):
 @pytest.mark.parametrize("op", OPS, ids=str)
 def test_choose_backend_on_cpu(op):
     q = torch.zeros(1, 16, 2, 8)
-    assert op.choose(q) == "chunkwise"
+    with compiled_present(op.compiled):
+        assert op.choose(q) == "native"
+    assert op.choose(q, differentiable=True) == "chunkwise"  # the compiled kernel is a forward
     assert op.choose(q[:, :1]) == "reference"  # one step: decoding
     assert op.choose(q, "reference") == "reference"
 
@@ -253,7 +255,7 @@ def test_a_log_decay_of_minus_inf_is_refused_by_chunked_backends(op):
     assert torch.isfinite(op.kernel(**inputs, backend="reference")).all()
 
 
-@pytest.mark.parametrize("backend", ["reference", "chunkwise"])
+@pytest.mark.parametrize("backend", ["reference", "chunkwise", "native"])
 @pytest.mark.parametrize("op", OPS, ids=str)
 def test_a_log_decay_of_plus_inf_is_refused_by_every_backend(op, backend):
     """exp(+inf) has no meaning as a decay; unrefused it is NaN, and not the same NaN on every backend."""
