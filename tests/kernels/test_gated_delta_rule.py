@@ -30,7 +30,7 @@ from layerzoo.kernels.gated_delta_rule import native
 from layerzoo.kernels.gated_delta_rule.fla import gated_delta_rule_fla
 from layerzoo.testing import assert_close
 
-from tests.helpers.families import compiled_gated_delta_rule, running
+from tests.helpers.kernel_backends import compiled_gated_delta_rule, running
 from tests.helpers.layouts import LAYOUTS, relayout
 from tests.helpers.recurrence_inputs import (
     BETA_REGIMES, G_REGIMES, check_cuda_backend, fla_naive, make_beta, make_gates, run_with_grads, seeded_like,

@@ -27,8 +27,9 @@ from layerzoo.kernels.mlstm import BACKENDS
 from layerzoo.kernels.mlstm import native as mlstm_native
 from layerzoo.kernels.common.backends import triton_can_run
 from layerzoo.testing import assert_close, check_kernel_packed, packed_cases
+from layerzoo.testing.families import MLSTM, in_frame
 
-from tests.helpers.families import MLSTM, built, in_frame, running
+from tests.helpers.kernel_backends import built, running
 from tests.helpers.layouts import relayout
 from tests.helpers.mlstm_cases import STATE, check_against_truth, mlstm_case
 

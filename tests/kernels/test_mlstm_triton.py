@@ -22,8 +22,8 @@ from layerzoo.kernels import MLSTMState, choose_mlstm_backend, mlstm
 from layerzoo.kernels.mlstm import BACKENDS, mlstm_triton
 from layerzoo.kernels.common.backends import Backend, triton_can_run
 from layerzoo.testing import assert_close
+from layerzoo.testing.families import in_frame
 
-from tests.helpers.families import in_frame
 from tests.helpers.mlstm_cases import check_against_truth, mlstm_case
 
 # Where the kernels run: CPU under the interpreter, else CUDA.

@@ -27,7 +27,7 @@ from layerzoo.kernels.ssd import native as ssd_native
 from layerzoo.kernels.ssd.fla import ssd_fla
 from layerzoo.testing import assert_close
 
-from tests.helpers.families import compiled_present
+from tests.helpers.kernel_backends import compiled_present
 from tests.helpers.recurrence_inputs import (
     BETA_REGIMES, G_REGIMES, check_cuda_backend, fla_naive, make_beta, make_gates, run_with_grads, seeded_like,
 )
