@@ -28,9 +28,8 @@ from ..common.dtypes import compute_dtype
 from .chunk_backward import chunk_backward
 from .chunk_forward import chunk_forward, workspace, workspace_bytes_per_chunk
 
-# Bytes of intermediates per group of chunks: about what a CPU core's share of cache holds. The
-# forward's speed is flat from here up to whole-sequence groups at T = 4096, B*H = 4; below it,
-# per-group overheads start to show.
+# Bytes of intermediates per group of chunks: about what a CPU core's share of cache holds. Larger
+# groups gain nothing; smaller ones pay the per-group overheads.
 GROUP_BYTES = 16 * 2**20
 
 
