@@ -1,7 +1,7 @@
 """The tests SSD and KDA share (tests/kernels/test_ssd.py, test_kda.py run them, one family each):
 chunkwise, native (and fla on CUDA) against the step loop, and the step loop and chunkwise against
 flash-linear-attention's naive references. Each family comes as an Op that says how to draw and
-call it; MatrixStateKernelTests holds the tests, run on a subclass's `op`.
+call it; matrix_state_tests(op) makes the tests of one.
 """
 
 from __future__ import annotations
@@ -99,178 +99,184 @@ def state_shape(inputs: dict) -> tuple[int, ...]:
     return (batch, heads, key_dim, inputs["v"].shape[-1])
 
 
-class MatrixStateKernelTests:
-    """The shared tests; a subclass named Test... with `op` set runs them on that family."""
+def matrix_state_tests(op: Op) -> type:
+    """The shared tests as a class for pytest to collect (name it Test...), run on `op`: built
+    afresh per family, so that hypothesis sees each family's tests as tests of their own."""
 
-    op: Op
+    class MatrixStateKernelTests:
+        @given(data=st.data())
+        def test_chunked_backends_match_the_step_loop_outputs_states_and_gradients(self, data):
+            """Both chunked forwards, chunkwise's under autograd (with its gradients) and the native one,
+            compiled, without autograd."""
+            inputs, kwargs = data.draw(cases(op))
+            dtype = inputs["q"].dtype
+            grad_out = seeded_like(inputs["v"], 1)
+            grad_state = torch.randn(state_shape(inputs), generator=torch.Generator().manual_seed(2))
 
-    @given(data=st.data())
-    def test_chunked_backends_match_the_step_loop_outputs_states_and_gradients(self, data):
-        """Both chunked forwards, chunkwise's under autograd (with its gradients) and the native one,
-        compiled, without autograd."""
-        inputs, kwargs = data.draw(cases(self.op))
-        dtype = inputs["q"].dtype
-        grad_out = seeded_like(inputs["v"], 1)
-        grad_state = torch.randn(state_shape(inputs), generator=torch.Generator().manual_seed(2))
+            def chunkwise(**leaves):
+                return op.kernel(**leaves, **kwargs, output_final_state=True, backend="chunkwise")
 
-        def chunkwise(**leaves):
-            return self.op.kernel(**leaves, **kwargs, output_final_state=True, backend="chunkwise")
-
-        out, state, grads = run_with_grads(chunkwise, inputs, grad_out, grad_state)
-        # the truth sees the output's gradient as the kernel does: rounded to the output's dtype
-        expected_out, expected_state, expected_grads = run_with_grads(
-            lambda **leaves: truth(self.op, kwargs["scale"], **leaves), inputs, grad_out.to(dtype).double(),
-            grad_state.double())
-        # bf16 inputs are exact in fp32 and all arithmetic is fp32: the state is held to fp32 tolerance
-        state_dtype = torch.float64 if dtype == torch.float64 else torch.float32
-        for what, (out, state) in {"": (out, state), "native ": compiled_forward(self.op, inputs, **kwargs)}.items():
-            assert out.dtype == dtype and state.dtype == torch.promote_types(dtype, torch.float32)
-            assert_close(out.double(), expected_out, dtype, what=f"{what}output")
-            assert_close(state.double(), expected_state, state_dtype, what=f"{what}final state", scale=10)
-        for name, grad in grads.items():
-            assert_close(grad.double(), expected_grads[name], dtype, what=f"d{name}", scale=1 if dtype == torch.bfloat16 else 10)
-
-    @pytest.mark.parametrize("g_regime", G_REGIMES)
-    def test_extreme_gates_stay_finite_and_agree(self, g_regime):
-        """Every decay regime (exp underflowing, no decay at all, resets among keeps) over three chunks,
-        with the write strength at its extremes for KDA: outputs, states and gradients agree with
-        the fp64 step loop and are finite."""
-        for beta_regime in BETA_REGIMES if self.op.delta_rule else ["uniform"]:
-            inputs = make_inputs(self.op, (1, 40, 2), 8, 8, torch.Generator().manual_seed(0), g_regime, beta_regime)
-            grad_out, grad_state = seeded_like(inputs["v"], 1), seeded_like(inputs["initial_state"], 2)
+            out, state, grads = run_with_grads(chunkwise, inputs, grad_out, grad_state)
+            # the truth sees the output's gradient as the kernel does: rounded to the output's dtype
             expected_out, expected_state, expected_grads = run_with_grads(
-                lambda **leaves: truth(self.op, **leaves), inputs, grad_out.double(), grad_state.double())
-            for backend in ("reference", "chunkwise"):
-                out, state, grads = run_with_grads(
-                    lambda **leaves: self.op.kernel(**leaves, output_final_state=True, chunk_size=16, backend=backend),
-                    inputs, grad_out, grad_state)
-                what = f"{backend}, g {g_regime}, beta {beta_regime}"
-                assert_close(out, expected_out, torch.float32, what=f"{what}: output")
-                assert_close(state, expected_state, torch.float32, what=f"{what}: final state")
-                for name, grad in grads.items():  # assert_close also fails on NaN or Inf
-                    assert_close(grad, expected_grads[name], torch.float32, what=f"{what}: d{name}", scale=10)
-            out, state = compiled_forward(self.op, inputs, chunk_size=16)
-            assert_close(out, expected_out, torch.float32, what=f"native, g {g_regime}, beta {beta_regime}: output")
-            assert_close(state, expected_state, torch.float32, what=f"native, g {g_regime}, beta {beta_regime}: final state")
+                lambda **leaves: truth(op, kwargs["scale"], **leaves), inputs, grad_out.to(dtype).double(),
+                grad_state.double())
+            # bf16 inputs are exact in fp32 and all arithmetic is fp32: the state is held to fp32 tolerance
+            state_dtype = torch.float64 if dtype == torch.float64 else torch.float32
+            for what, (out, state) in {"": (out, state), "native ": compiled_forward(op, inputs, **kwargs)}.items():
+                assert out.dtype == dtype and state.dtype == torch.promote_types(dtype, torch.float32)
+                assert_close(out.double(), expected_out, dtype, what=f"{what}output")
+                assert_close(state.double(), expected_state, state_dtype, what=f"{what}final state", scale=10)
+            for name, grad in grads.items():
+                assert_close(grad.double(), expected_grads[name], dtype, what=f"d{name}",
+                             scale=1 if dtype == torch.bfloat16 else 10)
 
-    @pytest.mark.parametrize("g_regime", ["typical", "mixed"])
-    def test_gradcheck_chunkwise_in_fp64(self, g_regime):
-        """Autograd through the chunkwise kernel against finite differences: every input and the
-        initial state, through the output and the final state, over three chunks of 4 (the last one
-        padded; KDA's decayed scores halve each chunk twice)."""
-        inputs = make_inputs(self.op, (1, 10, 1), 3, 2, torch.Generator().manual_seed(0), g_regime)
-        inputs["g"] = inputs["g"].clamp(min=-20)
-        names = list(inputs)
-        leaves = [inputs[name].double().requires_grad_() for name in names]
+        @pytest.mark.parametrize("g_regime", G_REGIMES)
+        def test_extreme_gates_stay_finite_and_agree(self, g_regime):
+            """Every decay regime (exp underflowing, no decay at all, resets among keeps) over three chunks,
+            with the write strength at its extremes for KDA: outputs, states and gradients agree with
+            the fp64 step loop and are finite."""
+            for beta_regime in BETA_REGIMES if op.delta_rule else ["uniform"]:
+                inputs = make_inputs(op, (1, 40, 2), 8, 8, torch.Generator().manual_seed(0), g_regime, beta_regime)
+                grad_out, grad_state = seeded_like(inputs["v"], 1), seeded_like(inputs["initial_state"], 2)
+                expected_out, expected_state, expected_grads = run_with_grads(
+                    lambda **leaves: truth(op, **leaves), inputs, grad_out.double(), grad_state.double())
+                for backend in ("reference", "chunkwise"):
+                    out, state, grads = run_with_grads(
+                        lambda **leaves: op.kernel(**leaves, output_final_state=True, chunk_size=16, backend=backend),
+                        inputs, grad_out, grad_state)
+                    what = f"{backend}, g {g_regime}, beta {beta_regime}"
+                    assert_close(out, expected_out, torch.float32, what=f"{what}: output")
+                    assert_close(state, expected_state, torch.float32, what=f"{what}: final state")
+                    for name, grad in grads.items():  # assert_close also fails on NaN or Inf
+                        assert_close(grad, expected_grads[name], torch.float32, what=f"{what}: d{name}", scale=10)
+                out, state = compiled_forward(op, inputs, chunk_size=16)
+                assert_close(out, expected_out, torch.float32, what=f"native, g {g_regime}, beta {beta_regime}: output")
+                assert_close(state, expected_state, torch.float32,
+                             what=f"native, g {g_regime}, beta {beta_regime}: final state")
 
-        def fn(*tensors):
-            return self.op.kernel(**dict(zip(names, tensors)), output_final_state=True, chunk_size=4,
-                                  backend="chunkwise")
+        @pytest.mark.parametrize("g_regime", ["typical", "mixed"])
+        def test_gradcheck_chunkwise_in_fp64(self, g_regime):
+            """Autograd through the chunkwise kernel against finite differences: every input and the
+            initial state, through the output and the final state, over three chunks of 4 (the last one
+            padded; KDA's decayed scores halve each chunk twice)."""
+            inputs = make_inputs(op, (1, 10, 1), 3, 2, torch.Generator().manual_seed(0), g_regime)
+            inputs["g"] = inputs["g"].clamp(min=-20)
+            names = list(inputs)
+            leaves = [inputs[name].double().requires_grad_() for name in names]
 
-        assert torch.autograd.gradcheck(fn, leaves)
+            def fn(*tensors):
+                return op.kernel(**dict(zip(names, tensors)), output_final_state=True, chunk_size=4,
+                                      backend="chunkwise")
 
-    @given(data=st.data())
-    def test_the_step_loop_matches_flash_linear_attention_naive_recurrence(self, data):
-        naive = fla_naive(self.op.fla_op)
-        inputs, kwargs = data.draw(cases(self.op, dtypes=(torch.float32,), max_length=60))
-        out, state = self.op.reference(**inputs, scale=kwargs["scale"])
-        tensors = [inputs[name] for name in ("q", "k", "v", "g", "beta") if name in inputs]
-        fla_out, fla_state = getattr(naive, f"naive_recurrent_{self.op.fla_op}")(
-            *tensors, scale=kwargs["scale"], initial_state=inputs.get("initial_state"), output_final_state=True)
-        assert_close(out, fla_out, what="output vs fla naive")
-        assert_close(state, fla_state, what="final state vs fla naive")
+            assert torch.autograd.gradcheck(fn, leaves)
 
-    @given(data=st.data())
-    def test_chunkwise_matches_flash_linear_attention_naive_chunk(self, data):
-        """Ours against the maintained library's own PyTorch version of the chunk algorithm, at typical
-        gates (fla's naive KDA chunk takes whole chunks only: there T is a multiple of the chunk)."""
-        naive = fla_naive(self.op.fla_op)
-        chunk = data.draw(st.sampled_from([16, 32, 64]))
-        length = chunk * data.draw(st.integers(1, 2)) if self.op.channel_decay else data.draw(st.integers(1, 130))
-        shape = (data.draw(st.integers(1, 2)), length, data.draw(st.integers(1, 3)))
-        gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1)))
-        inputs = make_inputs(self.op, shape, data.draw(st.sampled_from([4, 8, 16])), 8, gen,
-                             initial_state=data.draw(st.booleans()))
-        scale = data.draw(st.one_of(st.none(), st.floats(0.1, 2.0)))
-        out, state = self.op.kernel(**inputs, scale=scale, chunk_size=chunk, output_final_state=True, backend="chunkwise")
-        tensors = [inputs[name] for name in ("q", "k", "v", "g", "beta") if name in inputs]
-        fla_out, fla_state = getattr(naive, f"naive_chunk_{self.op.fla_op}")(
-            *tensors, scale=scale, initial_state=inputs.get("initial_state"), output_final_state=True, chunk_size=chunk)
-        assert_close(out, fla_out, what="output vs fla naive chunk", scale=10)
-        assert_close(state, fla_state, what="final state vs fla naive chunk", scale=10)
+        @given(data=st.data())
+        def test_the_step_loop_matches_flash_linear_attention_naive_recurrence(self, data):
+            naive = fla_naive(op.fla_op)
+            inputs, kwargs = data.draw(cases(op, dtypes=(torch.float32,), max_length=60))
+            out, state = op.reference(**inputs, scale=kwargs["scale"])
+            tensors = [inputs[name] for name in ("q", "k", "v", "g", "beta") if name in inputs]
+            fla_out, fla_state = getattr(naive, f"naive_recurrent_{op.fla_op}")(
+                *tensors, scale=kwargs["scale"], initial_state=inputs.get("initial_state"), output_final_state=True)
+            assert_close(out, fla_out, what="output vs fla naive")
+            assert_close(state, fla_state, what="final state vs fla naive")
 
-    def test_bf16_inputs_give_bf16_output_and_fp32_state(self):
-        inputs = make_inputs(self.op, (2, 20, 2), 8, 8, torch.Generator().manual_seed(0), dtype=torch.bfloat16)
-        for backend in ("reference", "chunkwise", "native"):
-            out, state = self.op.kernel(**inputs, output_final_state=True, backend=backend)
-            assert out.dtype == torch.bfloat16 and state.dtype == torch.float32
-        assert not isinstance(self.op.kernel(**inputs), tuple)
+        @given(data=st.data())
+        def test_chunkwise_matches_flash_linear_attention_naive_chunk(self, data):
+            """Ours against the maintained library's own PyTorch version of the chunk algorithm, at typical
+            gates (fla's naive KDA chunk takes whole chunks only: there T is a multiple of the chunk)."""
+            naive = fla_naive(op.fla_op)
+            chunk = data.draw(st.sampled_from([16, 32, 64]))
+            length = chunk * data.draw(st.integers(1, 2)) if op.channel_decay else data.draw(st.integers(1, 130))
+            shape = (data.draw(st.integers(1, 2)), length, data.draw(st.integers(1, 3)))
+            gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1)))
+            inputs = make_inputs(op, shape, data.draw(st.sampled_from([4, 8, 16])), 8, gen,
+                                 initial_state=data.draw(st.booleans()))
+            scale = data.draw(st.one_of(st.none(), st.floats(0.1, 2.0)))
+            out, state = op.kernel(**inputs, scale=scale, chunk_size=chunk, output_final_state=True,
+                                   backend="chunkwise")
+            tensors = [inputs[name] for name in ("q", "k", "v", "g", "beta") if name in inputs]
+            fla_out, fla_state = getattr(naive, f"naive_chunk_{op.fla_op}")(
+                *tensors, scale=scale, initial_state=inputs.get("initial_state"), output_final_state=True,
+                chunk_size=chunk)
+            assert_close(out, fla_out, what="output vs fla naive chunk", scale=10)
+            assert_close(state, fla_state, what="final state vs fla naive chunk", scale=10)
 
-    def test_choose_backend_on_cpu(self):
-        q = torch.zeros(1, 16, 2, 8)
-        with compiled_present(self.op.compiled):
-            assert self.op.choose(q) == "native"
-        assert self.op.choose(q, differentiable=True) == "chunkwise"  # the compiled kernel is a forward
-        assert self.op.choose(q[:, :1]) == "reference"  # one step: decoding
-        assert self.op.choose(q, "reference") == "reference"
+        def test_bf16_inputs_give_bf16_output_and_fp32_state(self):
+            inputs = make_inputs(op, (2, 20, 2), 8, 8, torch.Generator().manual_seed(0), dtype=torch.bfloat16)
+            for backend in ("reference", "chunkwise", "native"):
+                out, state = op.kernel(**inputs, output_final_state=True, backend=backend)
+                assert out.dtype == torch.bfloat16 and state.dtype == torch.float32
+            assert not isinstance(op.kernel(**inputs), tuple)
 
-    @pytest.mark.parametrize("kwargs,match", [
-        ({"chunk_size": 0}, r"chunk_size must be an integer >= 1, got 0"),
-        ({"backend": "chunkwize"}, r"unknown (SSD|KDA) backend 'chunkwize'; did you mean 'chunkwise'\?"),
-        ({"backend": "fla"}, r"'fla' backend needs CUDA tensors"),
-    ])
-    def test_arguments_get_one_line_errors(self, kwargs, match):
-        inputs = make_inputs(self.op, (1, 6, 2), 8, 4, torch.Generator().manual_seed(0))
-        with pytest.raises(ValueError, match=match) as info:
-            self.op.kernel(**inputs, **kwargs)
-        assert "\n" not in str(info.value)
+        def test_choose_backend_on_cpu(self):
+            q = torch.zeros(1, 16, 2, 8)
+            with compiled_present(op.compiled):
+                assert op.choose(q) == "native"
+            assert op.choose(q, differentiable=True) == "chunkwise"  # the compiled kernel is a forward
+            assert op.choose(q[:, :1]) == "reference"  # one step: decoding
+            assert op.choose(q, "reference") == "reference"
 
-    def test_a_log_decay_of_minus_inf_is_refused_by_chunked_backends(self):
-        inputs = make_inputs(self.op, (1, 6, 2), 8, 4, torch.Generator().manual_seed(0))
-        inputs["g"][:, 3] = float("-inf")
-        with pytest.raises(ValueError, match=rf"{self.op.name}: g holds -inf \(a full reset\)") as info:
-            self.op.kernel(**inputs)
-        assert "\n" not in str(info.value)
-        assert torch.isfinite(self.op.kernel(**inputs, backend="reference")).all()
+        @pytest.mark.parametrize("kwargs,match", [
+            ({"chunk_size": 0}, r"chunk_size must be an integer >= 1, got 0"),
+            ({"backend": "chunkwize"}, r"unknown (SSD|KDA) backend 'chunkwize'; did you mean 'chunkwise'\?"),
+            ({"backend": "fla"}, r"'fla' backend needs CUDA tensors"),
+        ])
+        def test_arguments_get_one_line_errors(self, kwargs, match):
+            inputs = make_inputs(op, (1, 6, 2), 8, 4, torch.Generator().manual_seed(0))
+            with pytest.raises(ValueError, match=match) as info:
+                op.kernel(**inputs, **kwargs)
+            assert "\n" not in str(info.value)
 
-    @pytest.mark.parametrize("backend", ["reference", "chunkwise", "native"])
-    def test_a_log_decay_of_plus_inf_is_refused_by_every_backend(self, backend):
-        """exp(+inf) has no meaning as a decay; unrefused it is NaN, and not the same NaN on every backend."""
-        inputs = make_inputs(self.op, (1, 6, 2), 8, 4, torch.Generator().manual_seed(0))
-        inputs["g"][:, 3] = float("inf")
-        with pytest.raises(ValueError, match=rf"^{self.op.name}: g holds \+inf; a log decay is <= 0") as info:
-            self.op.kernel(**inputs, backend=backend)
-        assert "\n" not in str(info.value)
+        def test_a_log_decay_of_minus_inf_is_refused_by_chunked_backends(self):
+            inputs = make_inputs(op, (1, 6, 2), 8, 4, torch.Generator().manual_seed(0))
+            inputs["g"][:, 3] = float("-inf")
+            with pytest.raises(ValueError, match=rf"{op.name}: g holds -inf \(a full reset\)") as info:
+                op.kernel(**inputs)
+            assert "\n" not in str(info.value)
+            assert torch.isfinite(op.kernel(**inputs, backend="reference")).all()
 
-    def test_the_fla_adapter_hands_fla_packed_sequences_without_empty_ones(self, monkeypatch):
-        """fla gets its own cu_seqlens (and their host copy), g in fp32 and the initial states of the
-        sequences it runs; an empty sequence's state passes through. fla's kernels run on CUDA only,
-        so here a stand-in with fla's signature runs the step loop (the real one: the CUDA test)."""
-        calls = []
+        @pytest.mark.parametrize("backend", ["reference", "chunkwise", "native"])
+        def test_a_log_decay_of_plus_inf_is_refused_by_every_backend(self, backend):
+            """exp(+inf) has no meaning as a decay; unrefused it is NaN, and not the same NaN on every backend."""
+            inputs = make_inputs(op, (1, 6, 2), 8, 4, torch.Generator().manual_seed(0))
+            inputs["g"][:, 3] = float("inf")
+            with pytest.raises(ValueError, match=rf"^{op.name}: g holds \+inf; a log decay is <= 0") as info:
+                op.kernel(**inputs, backend=backend)
+            assert "\n" not in str(info.value)
 
-        def fla_chunk(q, k, v, g, *args, scale, initial_state, output_final_state, cu_seqlens, cu_seqlens_cpu):
-            calls.append(cu_seqlens_cpu.tolist())
-            assert torch.equal(cu_seqlens, cu_seqlens_cpu) and output_final_state and g.dtype == torch.float32
-            return self.op.kernel(q, k, v, g, *args, scale=scale, initial_state=initial_state, output_final_state=True,
-                                  backend="reference", cu_seqlens=cu_seqlens)
+        def test_the_fla_adapter_hands_fla_packed_sequences_without_empty_ones(self, monkeypatch):
+            """fla gets its own cu_seqlens (and their host copy), g in fp32 and the initial states of the
+            sequences it runs; an empty sequence's state passes through. fla's kernels run on CUDA only,
+            so here a stand-in with fla's signature runs the step loop (the real one: the CUDA test)."""
+            calls = []
 
-        fla_module = types.SimpleNamespace(**{self.op.fla_chunk: fla_chunk})
-        monkeypatch.setitem(sys.modules, f"fla.ops.{self.op.fla_op}", fla_module)
-        offsets = [0, 0, 4, 4, 9]
-        for state in (None, torch.randn(4, 2, 4, 3, generator=torch.Generator().manual_seed(1))):
-            inputs = make_inputs(self.op, (1, 9, 2), 4, 3, torch.Generator().manual_seed(0), initial_state=False)
-            out, final = self.op.fla(*inputs.values(), 0.5, state, bounds=offsets)
-            expected, expected_final = self.op.kernel(**inputs, scale=0.5, initial_state=state, backend="reference",
-                                                      output_final_state=True, cu_seqlens=torch.tensor(offsets))
-            assert_close(out, expected, what="output")
-            assert_close(final, expected_final, what="final states")
-        assert calls == [[0, 4, 9], [0, 4, 9]]
+            def fla_chunk(q, k, v, g, *args, scale, initial_state, output_final_state, cu_seqlens, cu_seqlens_cpu):
+                calls.append(cu_seqlens_cpu.tolist())
+                assert torch.equal(cu_seqlens, cu_seqlens_cpu) and output_final_state and g.dtype == torch.float32
+                return op.kernel(q, k, v, g, *args, scale=scale, initial_state=initial_state, output_final_state=True,
+                                      backend="reference", cu_seqlens=cu_seqlens)
 
-    @pytest.mark.gpu
-    @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-    @pytest.mark.parametrize("backend", ["fla", "chunkwise", "auto"])
-    @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-    def test_cuda_backends_match_the_step_loop(self, backend, dtype):
-        inputs = make_inputs(self.op, (2, 300, 4), 64, 128, torch.Generator().manual_seed(0), dtype=dtype)
-        assert self.op.choose(inputs["q"].cuda()) == "fla"
-        check_cuda_backend(self.op.kernel, lambda **leaves: truth(self.op, **leaves), inputs, backend, dtype)
+            fla_module = types.SimpleNamespace(**{op.fla_chunk: fla_chunk})
+            monkeypatch.setitem(sys.modules, f"fla.ops.{op.fla_op}", fla_module)
+            offsets = [0, 0, 4, 4, 9]
+            for state in (None, torch.randn(4, 2, 4, 3, generator=torch.Generator().manual_seed(1))):
+                inputs = make_inputs(op, (1, 9, 2), 4, 3, torch.Generator().manual_seed(0), initial_state=False)
+                out, final = op.fla(*inputs.values(), 0.5, state, bounds=offsets)
+                expected, expected_final = op.kernel(**inputs, scale=0.5, initial_state=state, backend="reference",
+                                                          output_final_state=True, cu_seqlens=torch.tensor(offsets))
+                assert_close(out, expected, what="output")
+                assert_close(final, expected_final, what="final states")
+            assert calls == [[0, 4, 9], [0, 4, 9]]
+
+        @pytest.mark.gpu
+        @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+        @pytest.mark.parametrize("backend", ["fla", "chunkwise", "auto"])
+        @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+        def test_cuda_backends_match_the_step_loop(self, backend, dtype):
+            inputs = make_inputs(op, (2, 300, 4), 64, 128, torch.Generator().manual_seed(0), dtype=dtype)
+            assert op.choose(inputs["q"].cuda()) == "fla"
+            check_cuda_backend(op.kernel, lambda **leaves: truth(op, **leaves), inputs, backend, dtype)
+
+    return MatrixStateKernelTests

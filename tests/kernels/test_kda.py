@@ -12,9 +12,9 @@ from layerzoo.kernels import choose_kda_backend, kda, kda_reference
 from layerzoo.kernels.kda import native
 from layerzoo.kernels.kda.fla import kda_fla
 
-from tests.helpers.matrix_state_suite import MatrixStateKernelTests, Op
+from tests.helpers.matrix_state_suite import Op, matrix_state_tests
 
 
-class TestKDA(MatrixStateKernelTests):
-    op = Op("kda", kda, kda_reference, choose_kda_backend, delta_rule=True, channel_decay=True, fla_op="kda",
-            fla_chunk="chunk_kda", fla=kda_fla, compiled=native.COMPILED)
+KDA = Op("kda", kda, kda_reference, choose_kda_backend, delta_rule=True, channel_decay=True, fla_op="kda",
+         fla_chunk="chunk_kda", fla=kda_fla, compiled=native.COMPILED)
+TestKDA = matrix_state_tests(KDA)

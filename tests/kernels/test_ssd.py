@@ -12,9 +12,9 @@ from layerzoo.kernels import choose_ssd_backend, ssd, ssd_reference
 from layerzoo.kernels.ssd import native
 from layerzoo.kernels.ssd.fla import ssd_fla
 
-from tests.helpers.matrix_state_suite import MatrixStateKernelTests, Op
+from tests.helpers.matrix_state_suite import Op, matrix_state_tests
 
 
-class TestSSD(MatrixStateKernelTests):
-    op = Op("ssd", ssd, ssd_reference, choose_ssd_backend, delta_rule=False, channel_decay=False, fla_op="simple_gla",
-            fla_chunk="chunk_simple_gla", fla=ssd_fla, compiled=native.COMPILED)
+SSD = Op("ssd", ssd, ssd_reference, choose_ssd_backend, delta_rule=False, channel_decay=False, fla_op="simple_gla",
+         fla_chunk="chunk_simple_gla", fla=ssd_fla, compiled=native.COMPILED)
+TestSSD = matrix_state_tests(SSD)
