@@ -105,12 +105,11 @@ def run(backend: Backend, inputs: Mapping[str, torch.Tensor], initial_state: tor
     Packed sequences (bounds): a backend that takes them gets them at once; any other runs once
     per sequence, on its state row. A call without tokens (B = 0 or T = 0) passes the state on.
     """
-    options = {"scale": scale, "chunk_size": chunk_size}
     if bounds is None or "bounds" in backend.takes:
-        return _run(backend, inputs, initial_state, bounds, options)
+        return _run(backend, inputs, initial_state, bounds, scale, chunk_size)
 
     def one_sequence(pieces, rows):
-        out, state = _run(backend, dict(zip(inputs, pieces)), None if rows is None else rows[0], None, options)
+        out, state = _run(backend, dict(zip(inputs, pieces)), None if rows is None else rows[0], None, scale, chunk_size)
         return out, [state]
 
     state = None if initial_state is None else [initial_state]
@@ -119,11 +118,11 @@ def run(backend: Backend, inputs: Mapping[str, torch.Tensor], initial_state: tor
 
 
 def _run(backend: Backend, inputs: Mapping[str, torch.Tensor], initial_state: torch.Tensor | None,
-         bounds: list[int] | None, options: Mapping) -> tuple[torch.Tensor, torch.Tensor]:
+         bounds: list[int] | None, scale: float, chunk_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
     if has_tokens(q):
-        return backend(**inputs, scale=options["scale"], initial_state=initial_state,
-                       optional={"chunk_size": options["chunk_size"], "bounds": bounds})
+        return backend(**inputs, scale=scale, initial_state=initial_state,
+                       optional={"chunk_size": chunk_size, "bounds": bounds})
     rows = k.shape[0] if bounds is None else len(bounds) - 1
     shape = (rows, *k.shape[2:], v.shape[-1])
     (state,) = carried_state(None if initial_state is None else [initial_state], [shape], q)
