@@ -6,12 +6,13 @@
 
 Inputs: q, k (B, T, H, K; k normalised, as Gated DeltaNet feeds it), v (B, T, H, V), log decay g
 and beta (B, T, H); B=1, H=4, K=64, V=128, chunk 64 by default. Each backend is timed forward and
-forward+backward at every T (runner/backend_sweep.py): the step loop ("reference"); chunkwise,
-compiled on CPU (cpu_forward.cpp, cpu_backward.cpp); on CPU "chunkwise_torch", the same kernel in
-PyTorch (what runs where the compiled one cannot be built); "fla_naive", flash-linear-attention's
-own PyTorch chunk reference (naive_chunk_gated_delta_rule), the peer; on CUDA fla's Triton kernel.
-torch's default thread count: the chunkwise kernel spreads heads (compiled) or batched matmuls
-(PyTorch) over every core, while the step loop, bound by per-op dispatch, does not care.
+forward+backward at every T (runner/backend_sweep.py), each by its backend's name: the step loop
+("reference"); on CPU "native", the compiled kernel (cpu_forward.cpp, cpu_backward.cpp);
+"chunkwise", the same algorithm in PyTorch (what runs where the compiled one cannot be built);
+"fla_naive", flash-linear-attention's own PyTorch chunk reference (naive_chunk_gated_delta_rule),
+the peer; on CUDA fla's Triton kernel. torch's default thread count: the chunked kernels spread
+heads (native) or batched matmuls (chunkwise) over every core, while the step loop, bound by
+per-op dispatch, does not care.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def call(args: argparse.Namespace, method: str):
     if method == "fla_naive":
         naive = load_fla_naive().naive_chunk_gated_delta_rule
         return lambda *x: naive(*x, chunk_size=args.chunk_size)[0]
-    return lambda *x: gated_delta_rule(*x, chunk_size=args.chunk_size, backend=method.removesuffix("_torch"))
+    return lambda *x: gated_delta_rule(*x, chunk_size=args.chunk_size, backend=method)
 
 
 def chunkwise_flops(args: argparse.Namespace, seq_len: int) -> float:
@@ -71,9 +72,10 @@ KERNEL = Kernel("gated_delta_rule", inputs, call, chunkwise_flops)
 
 
 def methods_here(args: argparse.Namespace) -> list[str]:
-    """reference, chunkwise, then fla's Triton kernel on CUDA or the PyTorch chunkwise on CPU, and
+    """reference, then native and chunkwise on CPU or chunkwise and fla's Triton kernel on CUDA, and
     fla's naive chunk code where fla is installed."""
-    methods = ["reference", "chunkwise", "fla" if args.device.startswith("cuda") else "chunkwise_torch"]
+    cuda = args.device.startswith("cuda")
+    methods = ["reference", "chunkwise", "fla"] if cuda else ["reference", "native", "chunkwise"]
     return methods + (["fla_naive"] if load_fla_naive() else [])
 
 
@@ -95,7 +97,7 @@ def summary(data: dict) -> list:
 
 
 BENCHMARK = Benchmark(
-    name="gated_deltanet", description="Gated delta rule kernels: step loop, chunkwise (compiled on CPU), fla against T",
+    name="gated_deltanet", description="Gated delta rule kernels: step loop, native (CPU), chunkwise, fla against T",
     add_arguments=add_arguments, run=run, render=render, summary=summary,
     smoke=SMOKE,
     packages=("fla-core", "triton"),

@@ -1,4 +1,4 @@
-"""mLSTM kernels on CPU: the step loop (backend "reference"), layerzoo's chunkwise form and mlstm_kernels' chunkwise.
+"""mLSTM kernels on CPU: the step loop (backend "reference"), layerzoo's native and chunkwise forms and mlstm_kernels'.
 
     python -m benchmarks mlstm                        # T = 1024 ... 16384, fp32, torch's threads
     python -m benchmarks mlstm --seq-lens 4096 --threads 1
@@ -6,10 +6,9 @@
 Inputs: q, k (B, T, H, Dk), v (B, T, H, Dv), gates i, f (B, T, H), B=1, H=4, Dk=64, Dv=128, chunk
 64 by default (mlstm_kernels takes them heads first, (B, H, T, ...)). Each backend is timed
 forward and forward+backward (a dense random gradient of h) at every T (runner/backend_sweep.py).
-On CPU "chunkwise" runs its forward compiled (cpu_forward.cpp) where autograd records nothing,
-its forward+backward in PyTorch; "chunkwise_torch" is the same kernel in PyTorch throughout
-(LAYERZOO_NATIVE=0). mlstm_kernels (NX-AI's PyTorch chunkwise kernel) is timed where installed;
-it is not a layerzoo dependency.
+On CPU "native" runs its forward compiled (cpu_forward.cpp) where autograd records nothing, its
+forward+backward in PyTorch; "chunkwise" is the same kernel in PyTorch throughout. mlstm_kernels
+(NX-AI's PyTorch chunkwise kernel) is timed where installed; it is not a layerzoo dependency.
 
 On Linux the run starts itself with glibc told to keep freed memory (KEEP_MEMORY): on some VMs
 the page faults of every fresh large buffer cost more than the arithmetic on it, and that hits
@@ -68,7 +67,7 @@ def call(args: argparse.Namespace, method: str):
         from mlstm_kernels.torch.chunkwise.native import mlstm_chunkwise__native_autograd
 
         return lambda *x: mlstm_chunkwise__native_autograd(*x, chunk_size=args.chunk_size)
-    return lambda *x: mlstm(*x, chunk_size=args.chunk_size, backend=method.removesuffix("_torch"))
+    return lambda *x: mlstm(*x, chunk_size=args.chunk_size, backend=method)
 
 
 def chunkwise_flops(args: argparse.Namespace, seq_len: int) -> int:
@@ -85,8 +84,8 @@ KERNEL = Kernel("mlstm", inputs, call, chunkwise_flops)
 
 
 def run(args: argparse.Namespace) -> dict:
-    methods = ["reference", "chunkwise"]
-    methods += ["chunkwise_torch"] if args.device == "cpu" and compiled_kernel_loads("mlstm") else []
+    methods = ["reference"] + (["native"] if args.device == "cpu" and compiled_kernel_loads("mlstm") else [])
+    methods += ["chunkwise"]
     methods += [PEER] if importlib.util.find_spec("mlstm_kernels") else []
     kept = os.environ.get("MALLOC_MMAP_THRESHOLD_") == KEEP_MEMORY["MALLOC_MMAP_THRESHOLD_"]
     return {**run_sweep(args, [KERNEL], methods), "freed_memory": "kept by glibc" if kept else "allocator defaults"}
@@ -105,7 +104,8 @@ def summary(data: dict) -> list:
 
 
 BENCHMARK = Benchmark(
-    name="mlstm", description="mLSTM kernels on CPU: step loop, chunkwise (compiled forward) and mlstm_kernels against T",
+    name="mlstm",
+    description="mLSTM kernels on CPU: step loop, native (compiled forward), chunkwise, mlstm_kernels against T",
     add_arguments=add_arguments, run=run, render=render, summary=summary, environment=environment,
     smoke=SMOKE,
     packages=("mlstm_kernels",),

@@ -8,10 +8,11 @@ Inputs, each kernel's typical ones: q, k (B, T, H, K), v (B, T, H, V); SSD's key
 them (dt B, small) and a log decay g (B, T, H) per head; KDA's keys normalised, g (B, T, H, K) per
 key channel and beta (B, T, H). B=1, H=4, K=64, V=128, chunk 64 by default. Each backend is timed
 forward and forward+backward at every T, the cells of both kernels in one set of rounds
-(runner/backend_sweep.py): the step loop ("reference"); chunkwise, whose forward is compiled on
-CPU (each family's cpu_forward.cpp; its backward is PyTorch); on CPU "chunkwise_torch", the same
-kernel in PyTorch; "fla_naive", flash-linear-attention's own PyTorch chunk reference
-(naive_chunk_simple_gla, naive_chunk_kda: the peer); on CUDA fla's Triton kernels. fla's naive
+(runner/backend_sweep.py), each by its backend's name: the step loop ("reference"); on CPU
+"native", whose forward is compiled (each family's cpu_forward.cpp; its forward+backward is
+chunkwise's PyTorch); "chunkwise", the same algorithm in PyTorch; "fla_naive",
+flash-linear-attention's own PyTorch chunk reference (naive_chunk_simple_gla, naive_chunk_kda:
+the peer); on CUDA fla's Triton kernels. fla's naive
 KDA takes whole chunks only, so T should be a multiple of the chunk.
 """
 
@@ -64,7 +65,7 @@ def family_call(family: str):
         if method == "fla_naive":
             naive = getattr(load_fla_naive(fla_op), f"naive_chunk_{fla_op}")
             return lambda *x: naive(*x, chunk_size=args.chunk_size)[0]
-        return lambda *x: function(*x, chunk_size=args.chunk_size, backend=method.removesuffix("_torch"))
+        return lambda *x: function(*x, chunk_size=args.chunk_size, backend=method)
 
     return call
 
@@ -87,7 +88,8 @@ def summary(data: dict) -> list:
 
 
 BENCHMARK = Benchmark(
-    name="ssd_kda", description="SSD (Mamba-2) and KDA kernels: step loop, chunkwise (compiled forward), fla against T",
+    name="ssd_kda",
+    description="SSD (Mamba-2) and KDA kernels: step loop, native (compiled forward), chunkwise, fla against T",
     add_arguments=add_arguments, run=run, render=render, summary=summary,
     smoke=SMOKE,
     packages=("fla-core", "triton"),

@@ -70,7 +70,7 @@ def attention_fn(args: argparse.Namespace, method: str, seq_len: int, window: in
     if method == "ours":
         return lambda q, k, v: sliding_window_attention(q, k, v, window, backend=args.backend)
     if method == "flex":
-        return lambda q, k, v: BACKENDS["flex"](q, k, v, window, args.dim**-0.5)
+        return lambda q, k, v: BACKENDS["flex"](q=q, k=k, v=v, window=window, scale=args.dim**-0.5)
     mask = sliding_window_mask(seq_len, seq_len, window)
     gqa = (args.kv_heads or args.heads) != args.heads
 

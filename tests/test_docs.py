@@ -119,7 +119,7 @@ def test_the_mixers_page_is_what_the_declarations_print(capsys):
 
 
 def test_the_own_mixer_pages_example_runs_as_written():
-    from tests.helpers.families import SSD
+    from layerzoo.testing.families import SSD
 
     try:
         namespace = run_blocks(page("own-mixer.md"), "# Your own mixer")

@@ -9,25 +9,23 @@ forward+backward at every T of --seq-lens (the step loop, backend "reference", o
 from __future__ import annotations
 
 import argparse
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from .arguments import DTYPES, add_chunkwise_shape, add_device, add_dtype, add_reference_max_len, add_seq_lens
-from .kernel_modes import MODES, kernel_modes, without_compiled_kernels
+from .kernel_modes import MODES, kernel_modes
 from .results import value
 from .summary import SummaryRow, against_best_peer
 from .tables import markdown_table, ms, rate_of_matmul, ratio, scaling_exponent, share_of_matmul
 from .timing import Cell, matmul_gflops, time_cells
 
-# The T at which the tables give chunkwise's speedups and the summary its row (else the sweep's largest T).
+# The T at which the tables give our kernel's speedups and the summary its row (else the sweep's largest T).
 COMPARED_AT = 4096
-# layerzoo's own kernel in the tables' GFLOP/s column and the summary; the PyTorch code of the
-# same kernel (the compiled one turned off) is "chunkwise_torch".
-OURS = "chunkwise"
-CHUNKWISE = ("chunkwise", "chunkwise_torch")
+# layerzoo's chunked backends, which the tables' GFLOP/s columns count; the first a run timed is
+# ours in the speedups and the summary: the compiled one on CPU, else PyTorch's.
+CHUNKED = ("native", "chunkwise")
 # --smoke's shapes: two short T, a few chunks each.
 SMOKE = {"seq_lens": [32, 64], "heads": 2, "key_dim": 16, "value_dim": 16, "chunk_size": 16}
 
@@ -59,8 +57,7 @@ def add_sweep_arguments(parser: argparse.ArgumentParser, seq_lens: list[int], dt
 
 def modes(args: argparse.Namespace, kernel: Kernel, method: str, seq_len: int) -> dict:
     inputs, grad_out = kernel.inputs(args, seq_len, method)
-    implementation = without_compiled_kernels if method == "chunkwise_torch" else contextlib.nullcontext
-    return kernel_modes(kernel.call(args, method), inputs, grad_out, implementation)
+    return kernel_modes(kernel.call(args, method), inputs, grad_out)
 
 
 def sweep_cells(args: argparse.Namespace, kernels: list[Kernel], methods: list[str]) -> tuple[list[Cell], list]:
@@ -94,17 +91,23 @@ def methods_of(rows: list[dict], kernel: Kernel) -> list[str]:
     return list(dict.fromkeys(row["cell"]["method"] for row in rows if row["cell"].get("kernel") == kernel.name))
 
 
+def ours(methods: list[str]) -> str:
+    """Our kernel among the methods a run timed: the first of CHUNKED."""
+    return next(method for method in CHUNKED if method in methods)
+
+
 def kernel_table(data: dict, kernel: Kernel) -> str:
     """A row per T: each method's best forward and forward+backward ms ("skipped" where not run),
-    the chunkwise kernels' forward GFLOP/s and share of the matmul rate; then chunkwise's
+    the chunked backends' forward GFLOP/s and share of the matmul rate; then our kernel's
     speedups over the others at one T and how its time grows with T."""
     rows, args = data["rows"], argparse.Namespace(**data["config"])
     seq_lens, gflops, methods = args.seq_lens, matmul_gflops(rows), methods_of(rows, kernel)
+    us = ours(methods)
 
     def seconds(seq_len, method, mode):
         return value(rows, "seconds", kernel=kernel.name, seq_len=seq_len, method=method, mode=mode)
 
-    counted = [m for m in CHUNKWISE if m in methods] if kernel.flops else []
+    counted = [m for m in CHUNKED if m in methods] if kernel.flops else []
     head = ["T"] + [f"{m} {label} ms" for m in methods for label in ("fwd", "fwd+bwd")]
     head += [f"{m} fwd GFLOP/s (of matmul)" for m in counted]
     table = []
@@ -116,13 +119,13 @@ def kernel_table(data: dict, kernel: Kernel) -> str:
     lines = [markdown_table(head, table), ""]
     at = compared_at(seq_lens)
     for method in methods:
-        if method != OURS and seconds(at, method, "forward") is not None:
-            lines.append(f"- {OURS} / {method} speedup at T = {at}: forward "
-                         f"{ratio(seconds(at, method, 'forward'), seconds(at, OURS, 'forward'))}, forward+backward "
-                         f"{ratio(seconds(at, method, 'forward_backward'), seconds(at, OURS, 'forward_backward'))}")
-    exponents = [scaling_exponent(seq_lens, [seconds(t, OURS, mode) for t in seq_lens]) for mode in MODES]
+        if method != us and seconds(at, method, "forward") is not None:
+            lines.append(f"- {us} / {method} speedup at T = {at}: forward "
+                         f"{ratio(seconds(at, method, 'forward'), seconds(at, us, 'forward'))}, forward+backward "
+                         f"{ratio(seconds(at, method, 'forward_backward'), seconds(at, us, 'forward_backward'))}")
+    exponents = [scaling_exponent(seq_lens, [seconds(t, us, mode) for t in seq_lens]) for mode in MODES]
     if None not in exponents:
-        lines.append(f"- {OURS} time ~ T^p: p = {exponents[0]:.2f} forward, {exponents[1]:.2f} forward+backward "
+        lines.append(f"- {us} time ~ T^p: p = {exponents[0]:.2f} forward, {exponents[1]:.2f} forward+backward "
                      "(1 is linear)")
     skipped = [t for t in seq_lens if "reference" in methods and seconds(t, "reference", "forward") is None]
     if skipped:
@@ -145,14 +148,14 @@ def summary_rows(data: dict, kernel: Kernel, label: str, shape: str, peers: dict
     description}) at one T, forward and forward+backward."""
     rows, args = data["rows"], argparse.Namespace(**data["config"])
     at = compared_at(args.seq_lens)
-    gflops = matmul_gflops(rows)
+    gflops, us = matmul_gflops(rows), ours(methods_of(rows, kernel))
     result = []
     for mode, mode_label in zip(MODES, ("forward", "forward+backward")):
         def seconds(method):
             return value(rows, "seconds", kernel=kernel.name, seq_len=at, method=method, mode=mode)
 
-        ours = seconds(OURS)
-        share = share_of_matmul(kernel.flops(args, at), ours, gflops) if ours and mode == "forward" and kernel.flops else ""
-        result += against_best_peer(f"{label} {mode_label}", f"{shape}, T {at}", ours,
+        mine = seconds(us)
+        share = share_of_matmul(kernel.flops(args, at), mine, gflops) if mine and mode == "forward" and kernel.flops else ""
+        result += against_best_peer(f"{label} {mode_label}", f"{shape}, T {at}", mine,
                                     {name: seconds(method) for method, name in peers.items()}, share)
     return result

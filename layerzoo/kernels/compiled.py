@@ -1,5 +1,6 @@
-"""Every compiled CPU kernel of layerzoo: which are built in this Python environment, and building
-them all up front (`layerzoo kernels`, `layerzoo kernels build`) rather than on first use."""
+"""Every compiled CPU kernel of layerzoo, each its family's "native" backend: which are built in
+this Python environment, and building them all up front (`layerzoo kernels`, `layerzoo kernels
+build`) rather than on first use."""
 
 from __future__ import annotations
 
@@ -17,6 +18,17 @@ from .sliding_window.native import COMPILED as SLIDING_WINDOW
 from .ssd.native import COMPILED as SSD
 
 KERNELS: tuple[CompiledOps, ...] = (SLIDING_WINDOW, GATED_DELTA_RULE, MLSTM, SSD, KDA)
+# The public function whose backend="native" each of KERNELS is, in their order.
+FUNCTIONS = ("sliding_window_attention", "gated_delta_rule", "mlstm", "ssd", "kda")
+
+
+def table() -> list[tuple[str, str, str, str]]:
+    """The rows `layerzoo kernels` lists, a header first: (function, backend, built, folder), one
+    row per compiled kernel, named as a call forces it: `function(..., backend="native")`."""
+    rows = [("function", "backend", "built", "folder")]
+    rows += [(function, "native", "yes" if kernel.built() else "no", str(kernel.build_directory()))
+             for function, kernel in zip(FUNCTIONS, KERNELS)]
+    return rows
 
 
 @dataclass(frozen=True)

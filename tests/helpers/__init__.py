@@ -1,4 +1,4 @@
-"""What several test modules share: inputs drawn by hypothesis, kernel families described for
-the conformance checks, tiny specs and corpora, checks of run folders. Imported by name
-(`from tests.helpers.families import MLSTM`).
+"""What several test modules share: inputs drawn by hypothesis, the kernel backends the
+conformance checks run, tiny specs and corpora, checks of run folders. Imported by name
+(`from tests.helpers.kernel_backends import BACKENDS`).
 """

@@ -8,9 +8,8 @@ from hypothesis import strategies as st
 
 from layerzoo.kernels import MLSTMState, mlstm
 from layerzoo.testing import assert_close
+from layerzoo.testing.families import in_frame
 from layerzoo.testing.tolerances import rms
-
-from .families import in_frame
 
 
 STATE = ("C", "n", "m")

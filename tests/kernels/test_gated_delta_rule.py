@@ -1,4 +1,4 @@
-"""Gated delta rule kernel: chunkwise (and fla on CUDA) against the step-loop reference.
+"""Gated delta rule kernel: chunkwise, native (and fla on CUDA) against the step-loop reference.
 
 The kernel contract (streaming, empty inputs, layouts, gradients, bad inputs) is checked by
 test_kernel_conformance.py.
@@ -30,7 +30,7 @@ from layerzoo.kernels.gated_delta_rule import native
 from layerzoo.kernels.gated_delta_rule.fla import gated_delta_rule_fla
 from layerzoo.testing import assert_close
 
-from tests.helpers.families import compiled_gated_delta_rule, gated_delta_rule_cpu_kernels
+from tests.helpers.kernel_backends import compiled_gated_delta_rule, running
 from tests.helpers.layouts import LAYOUTS, relayout
 from tests.helpers.recurrence_inputs import (
     BETA_REGIMES, G_REGIMES, check_cuda_backend, fla_naive, make_beta, make_gates, run_with_grads, seeded_like,
@@ -67,14 +67,14 @@ def reference_fp64(scale=None, **inputs):
     return gated_delta_rule_reference(**{name: t.double() for name, t in inputs.items()}, scale=scale)
 
 
-# The chunkwise kernel's two CPU implementations (chunkwise.py): compiled, and the PyTorch one that
-# runs where that cannot be built. Both keep the same workspace between forward and backward.
-CPU_KERNELS = ("compiled", "pytorch")
+# The chunked CPU backends (chunkwise.py): PyTorch's, and the compiled one ("native"). Both keep
+# the same workspace between forward and backward.
+CHUNKED = ("chunkwise", "native")
 
 
-@pytest.mark.parametrize("cpu", CPU_KERNELS)
+@pytest.mark.parametrize("backend", CHUNKED)
 @given(case=delta_rule_case())
-def test_chunkwise_matches_reference_outputs_states_and_gradients(cpu, case):
+def test_chunked_backends_match_reference_outputs_states_and_gradients(backend, case):
     inputs, kwargs = case
     dtype = inputs["q"].dtype
     grad_out = seeded_like(inputs["v"], 1)
@@ -82,14 +82,14 @@ def test_chunkwise_matches_reference_outputs_states_and_gradients(cpu, case):
     state_shape = (batch, heads, key_dim, inputs["v"].shape[-1])
     grad_state = torch.randn(state_shape, generator=torch.Generator().manual_seed(2))
 
-    def chunkwise(**leaves):
-        return gated_delta_rule(**leaves, **kwargs, output_final_state=True, backend="chunkwise")
+    def chunked(**leaves):
+        return gated_delta_rule(**leaves, **kwargs, output_final_state=True, backend=backend)
 
     def truth(**leaves):
         return reference_fp64(kwargs["scale"], **leaves)
 
-    with gated_delta_rule_cpu_kernels(cpu):
-        out, state, grads = run_with_grads(chunkwise, inputs, grad_out, grad_state)
+    with running(backend, native.COMPILED):
+        out, state, grads = run_with_grads(chunked, inputs, grad_out, grad_state)
     # The kernel sees the output's gradient rounded to the output's dtype (bf16 for bf16 inputs);
     # so does the truth: where a gradient cancels (dg of one token sums K * V terms of both signs)
     # that rounding alone can move it by 30%, an error of the test and not of the kernel.
@@ -105,9 +105,9 @@ def test_chunkwise_matches_reference_outputs_states_and_gradients(cpu, case):
         assert_close(grad.float(), expected_grads[name], dtype, what=f"d{name}", scale=10 if dtype == torch.float32 else 1)
 
 
-@pytest.mark.parametrize("cpu", CPU_KERNELS)
+@pytest.mark.parametrize("backend", CHUNKED)
 @pytest.mark.parametrize("g_regime", ["typical", "mixed"])
-def test_gradcheck_chunkwise_in_fp64(g_regime, cpu):
+def test_gradcheck_chunked_backends_in_fp64(g_regime, backend):
     """The hand-written backward against finite differences: every input and the initial state,
     through the output and the final state, over three chunks of 2 (the last one padded)."""
     gen = torch.Generator().manual_seed(0)
@@ -120,9 +120,9 @@ def test_gradcheck_chunkwise_in_fp64(g_regime, cpu):
     inputs = [t.double().requires_grad_() for t in inputs]
 
     def fn(q, k, v, g, beta, state):
-        return gated_delta_rule(q, k, v, g, beta, initial_state=state, output_final_state=True, chunk_size=2, backend="chunkwise")
+        return gated_delta_rule(q, k, v, g, beta, initial_state=state, output_final_state=True, chunk_size=2, backend=backend)
 
-    with gated_delta_rule_cpu_kernels(cpu):
+    with running(backend, native.COMPILED):
         assert torch.autograd.gradcheck(fn, inputs)
 
 
@@ -131,7 +131,6 @@ def test_chunkwise_over_several_groups_of_chunks(grad, monkeypatch):
     """The PyTorch forward takes a group of chunks at a time (all kept for the backward, or one
     group's worth without autograd): with room for 16 chunks, 38 chunks of 16 make three groups,
     the last one short and padded."""
-    monkeypatch.setenv("LAYERZOO_NATIVE", "0")
     bytes_per_chunk = chunkwise_module.workspace_bytes_per_chunk(2, 16, 8, 4, 4)
     monkeypatch.setattr(chunkwise_module, "GROUP_BYTES", 16 * bytes_per_chunk)
     gen = torch.Generator().manual_seed(0)
@@ -200,7 +199,8 @@ BUILD_FAILURES = [
 @pytest.mark.parametrize("message,reason", BUILD_FAILURES)
 def test_compiled_kernels_off_or_unbuildable_fall_back_to_pytorch(monkeypatch, caplog, message, reason):
     """LAYERZOO_NATIVE=0 turns the compiled kernels off; a failed build logs one warning with the
-    reason (the compiler's error, not its command line) and leaves the PyTorch kernels running."""
+    reason (the compiler's error, not its command line), "auto" chooses chunkwise and "native"
+    asked for by name runs the PyTorch kernels."""
     q = torch.zeros(1, 4, 1, 2)
     monkeypatch.setenv("LAYERZOO_NATIVE", "0")
     assert native.native_ops_for(q) is None
@@ -216,8 +216,9 @@ def test_compiled_kernels_off_or_unbuildable_fall_back_to_pytorch(monkeypatch, c
         with caplog.at_level(logging.WARNING, logger=native_build.__name__):
             assert native.native_ops_for(q) is None
         assert f"compiled CPU gated delta rule unavailable {reason}; using the PyTorch one" in caplog.text
+        assert choose_gated_delta_rule_backend(q) == "chunkwise"
         leaf = q.clone().requires_grad_()
-        out = gated_delta_rule(leaf, q, q, q[..., 0], q[..., 0], backend="chunkwise")
+        out = gated_delta_rule(leaf, q, q, q[..., 0], q[..., 0], backend="native")
         out.sum().backward()
         assert out.shape == q.shape and not out.any() and leaf.grad is not None
     finally:
@@ -311,10 +312,10 @@ def test_chunkwise_gradients_of_some_inputs_only():
     assert_close(v_leaf.grad, expected.grad, what="dv from the final state alone")
 
 
-@pytest.mark.parametrize("cpu", CPU_KERNELS)
+@pytest.mark.parametrize("chunked", CHUNKED)
 @pytest.mark.parametrize("g_regime", G_REGIMES)
 @pytest.mark.parametrize("beta_regime", BETA_REGIMES)
-def test_extreme_gates_stay_finite_and_agree(g_regime, beta_regime, cpu):
+def test_extreme_gates_stay_finite_and_agree(g_regime, beta_regime, chunked):
     gen = torch.Generator().manual_seed(0)
     shape = (1, 40, 2)
     inputs = {
@@ -327,12 +328,12 @@ def test_extreme_gates_stay_finite_and_agree(g_regime, beta_regime, cpu):
     }
     grad_out, grad_state = seeded_like(inputs["v"], 1), seeded_like(inputs["initial_state"], 2)
     expected_out, expected_state, expected_grads = run_with_grads(reference_fp64, inputs, grad_out.double(), grad_state.double())
-    for backend in ("reference", "chunkwise"):
+    for backend in ("reference", chunked):
 
         def kernel(**leaves):
             return gated_delta_rule(**leaves, output_final_state=True, chunk_size=16, backend=backend)
 
-        with gated_delta_rule_cpu_kernels(cpu):
+        with running(backend, native.COMPILED):
             out, state, grads = run_with_grads(kernel, inputs, grad_out, grad_state)
         assert_close(out, expected_out, torch.float32, what=f"{backend} output")
         assert_close(state, expected_state, torch.float32, what=f"{backend} final state")
@@ -372,7 +373,7 @@ def test_bf16_inputs_give_bf16_output_and_fp32_state():
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 20, 2, 8, generator=gen).bfloat16() for _ in range(3))
     g, beta = -torch.rand(2, 20, 2, generator=gen), torch.rand(2, 20, 2, generator=gen)
-    for backend in ("reference", "chunkwise"):
+    for backend in ("reference", *CHUNKED):
         out, state = gated_delta_rule(q, k, v, g, beta, output_final_state=True, backend=backend)
         assert out.dtype == torch.bfloat16 and state.dtype == torch.float32
     assert not isinstance(gated_delta_rule(q, k, v, g, beta), tuple)
@@ -380,7 +381,9 @@ def test_bf16_inputs_give_bf16_output_and_fp32_state():
 
 def test_choose_backend_on_cpu():
     q = torch.zeros(1, 16, 2, 8)
-    assert choose_gated_delta_rule_backend(q) == "chunkwise"
+    compiled_gated_delta_rule()
+    assert choose_gated_delta_rule_backend(q) == "native"
+    assert choose_gated_delta_rule_backend(q, "chunkwise") == "chunkwise"
     assert choose_gated_delta_rule_backend(q[:, :1]) == "reference"  # one step: decoding
     assert choose_gated_delta_rule_backend(q, "reference") == "reference"
 
@@ -409,7 +412,7 @@ def test_a_log_decay_of_minus_inf_is_refused_by_chunked_backends():
     assert torch.isfinite(gated_delta_rule(q, q, v, g, g.exp() / 2, backend="reference")).all()
 
 
-@pytest.mark.parametrize("backend", ["reference", "chunkwise"])  # chunkwise runs the compiled kernel on CPU
+@pytest.mark.parametrize("backend", ["reference", *CHUNKED])
 def test_a_log_decay_of_plus_inf_is_refused_by_every_backend(backend):
     """exp(+inf) has no meaning as a decay; unrefused it is NaN, and not the same NaN on every backend."""
     q, v, g = torch.randn(1, 6, 2, 8), torch.randn(1, 6, 2, 4), -torch.rand(1, 6, 2)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.helpers.families import compiled_gated_delta_rule
+from tests.helpers.kernel_backends import compiled_gated_delta_rule
 from tests.helpers.layouts import relayout
 
 # The raw forward updates its state in place and returns a list: compile cannot functionalise it

@@ -1,7 +1,8 @@
 """The kernel conformance suite over every built-in family and every backend that runs here.
 
-The families' adapters live in families.py; a kernel of a later issue is checked by adding its
-family and backends there. Comparisons of fast kernels with the truth stay in each kernel's tests.
+The families are described in layerzoo.testing.families and the backends that run here listed in
+tests/helpers/kernel_backends.py; a kernel of a later issue is checked by adding its family there
+and its backends here. Comparisons of fast kernels with the truth stay in each kernel's tests.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from layerzoo.testing import (
     kernel_cases, packed_cases,
 )
 
-from tests.helpers.families import AUTO, BACKENDS, TRITON_BACKENDS
+from tests.helpers.kernel_backends import AUTO, BACKENDS, TRITON_BACKENDS
 
 
 @pytest.mark.parametrize("backend", BACKENDS + AUTO, ids=str)

@@ -1,4 +1,4 @@
-"""mLSTM kernel: chunkwise against the reference step loop, plus mlstm_kernels.
+"""mLSTM kernel: chunkwise and native against the reference step loop, plus mlstm_kernels.
 
 The kernel contract (streaming, empty inputs, layouts, gradients, bad inputs) is checked by
 test_kernel_conformance.py.
@@ -25,10 +25,11 @@ from layerzoo.kernels import MLSTMState, choose_mlstm_backend, mlstm, mlstm_refe
 from layerzoo.kernels.common import native_build
 from layerzoo.kernels.mlstm import BACKENDS
 from layerzoo.kernels.mlstm import native as mlstm_native
-from layerzoo.kernels.common.triton_support import triton_can_run
+from layerzoo.kernels.common.backends import triton_can_run
 from layerzoo.testing import assert_close, check_kernel_packed, packed_cases
+from layerzoo.testing.families import MLSTM, in_frame
 
-from tests.helpers.families import MLSTM, built, in_frame, mlstm_cpu_kernels
+from tests.helpers.kernel_backends import built, running
 from tests.helpers.layouts import relayout
 from tests.helpers.mlstm_cases import STATE, check_against_truth, mlstm_case
 
@@ -37,65 +38,65 @@ try:  # not a dependency: the cross-check runs where NX-AI's package is installe
 except ImportError:
     mlstm_recurrent_sequence__native_fw = None
 
-def check_chunkwise_against_truth(cpu, inputs, state, chunk_size):
-    """The chunkwise kernel's `cpu` implementation against the truth (check_against_truth), and
-    its forward without autograd too: there the compiled one runs (native.py)."""
-    with mlstm_cpu_kernels(cpu):
-        check_against_truth("chunkwise", inputs, state, chunk_size)
+# The chunked CPU backends: PyTorch's, and the compiled forward, which gives way to PyTorch's
+# where autograd records the call.
+CHUNKED = ("chunkwise", "native")
+
+
+def check_chunked_against_truth(backend, inputs, state, chunk_size):
+    """A chunked backend against the truth (check_against_truth), and its forward without
+    autograd too: there "native" runs compiled (native.py)."""
+    with running(backend, mlstm_native.COMPILED):
+        check_against_truth(backend, inputs, state, chunk_size)
         with torch.no_grad():
             h, final = mlstm(**inputs, initial_state=state, output_final_state=True, chunk_size=chunk_size,
-                             backend="chunkwise")
+                             backend=backend)
     truth_h, truth = mlstm_reference(**{name: t.double() for name, t in inputs.items()},
                                      initial_state=None if state is None else MLSTMState(*(t.double() for t in state)))
-    dtype, what = inputs["q"].dtype, f"chunkwise ({cpu}) without autograd, chunk {chunk_size}"
+    dtype, what = inputs["q"].dtype, f"{backend} without autograd, chunk {chunk_size}"
     assert h.dtype == dtype and final.C.dtype == torch.promote_types(dtype, torch.float32)
     assert_close(h.double(), truth_h, dtype, what=f"{what}: h")
     for name, got, want in zip(STATE, in_frame(final, truth.m, torch.float64), truth):
         assert_close(got, want, dtype, what=f"{what}: {name}")
 
 
-# The chunkwise kernel's two CPU implementations: the compiled forward (without autograd) and
-# PyTorch's, which runs where it cannot be built, or with autograd.
-CPU_KERNELS = ("compiled", "pytorch")
-
-
-@pytest.mark.parametrize("cpu", CPU_KERNELS)
+@pytest.mark.parametrize("backend", CHUNKED)
 @given(case=mlstm_case())
-def test_chunkwise_matches_reference_outputs_states_and_gradients(cpu, case):
-    check_chunkwise_against_truth(cpu, *case)
+def test_chunked_backends_match_reference_outputs_states_and_gradients(backend, case):
+    check_chunked_against_truth(backend, *case)
 
 
-@pytest.mark.parametrize("cpu", CPU_KERNELS)
+@pytest.mark.parametrize("backend", CHUNKED)
 @given(case=mlstm_case(dtypes=(torch.float32,), extreme_gates=True, max_length=150))
-def test_extreme_gates_stay_finite_and_agree(cpu, case):
+def test_extreme_gates_stay_finite_and_agree(backend, case):
     """Forget gates near 0 and 1, input gates exp(+-30): no overflow, and still the same function."""
-    check_chunkwise_against_truth(cpu, *case)  # assert_close also fails on NaN or Inf
+    check_chunked_against_truth(backend, *case)  # assert_close also fails on NaN or Inf
 
 
-@pytest.mark.parametrize("cpu", CPU_KERNELS)
+@pytest.mark.parametrize("backend", CHUNKED)
 @given(case=mlstm_case(padding=True, max_length=150))
-def test_padding_tokens_leave_the_state_alone_whole_chunks_included(cpu, case):
+def test_padding_tokens_leave_the_state_alone_whole_chunks_included(backend, case):
     """A chunk of nothing but padding (every i = -inf) must carry the state through, not NaN."""
-    check_chunkwise_against_truth(cpu, *case)
+    check_chunked_against_truth(backend, *case)
 
 
-@pytest.mark.parametrize("cpu", CPU_KERNELS)
+@pytest.mark.parametrize("backend", CHUNKED)
 @given(data=st.data())
-def test_packed_sequences_cross_no_boundary_at_realistic_chunk_sizes(cpu, data):
-    """Packed, the chunkwise kernel lays each sequence from a chunk boundary and restarts the loop
+def test_packed_sequences_cross_no_boundary_at_realistic_chunk_sizes(backend, data):
+    """Packed, the chunked backends lay each sequence from a chunk boundary and restart the loop
     over chunks at each: sequences of up to 150 tokens in chunks of 16 to 64 equal one call per
     sequence (the conformance check runs chunks of at most 16)."""
     case, lengths = data.draw(packed_cases(MLSTM, max_sequences=4, max_length=150))
     case = dataclasses.replace(case, options={"chunk_size": data.draw(st.sampled_from([16, 32, 64]))})
-    with mlstm_cpu_kernels(cpu):
-        check_kernel_packed(MLSTM, case, "chunkwise", lengths)
+    with running(backend, mlstm_native.COMPILED):
+        check_kernel_packed(MLSTM, case, backend, lengths)
 
 
-@pytest.mark.parametrize("backend", ["chunkwise", "auto"])
+@pytest.mark.parametrize("backend", [*CHUNKED, "auto"])
 def test_a_forget_gate_of_minus_inf_is_refused_by_chunked_backends(backend):
     q, k, v, i, f = _inputs()
     f[:, 2] = float("-inf")
-    with pytest.raises(ValueError, match=r"mlstm: f holds -inf \(a full reset\).*'chunkwise'") as info:
+    with pytest.raises(ValueError, match=r"mlstm: f holds -inf \(a full reset\).*'(chunkwise|native)'") as info:
         mlstm(q, k, v, i, f, backend=backend)
     assert "\n" not in str(info.value)
     assert torch.isfinite(mlstm(q, k, v, i, f, backend="reference")).all()
@@ -153,11 +154,15 @@ def test_dtypes_state_type_and_return_forms():
 
 def test_choose_backend():
     q = torch.zeros(1, 4, 2, 8)
-    assert choose_mlstm_backend(q) == "chunkwise"
+    built(mlstm_native.COMPILED)
+    assert choose_mlstm_backend(q) == "native"
+    assert choose_mlstm_backend(q, differentiable=True) == "chunkwise"  # the compiled kernel is a forward
     assert choose_mlstm_backend(q[:, :1]) == "reference"  # one step: decoding
     assert choose_mlstm_backend(q[:, :1], "chunkwise") == "chunkwise"
     assert choose_mlstm_backend(q, "reference") == "reference"
-    assert set(BACKENDS) >= {"reference", "chunkwise"}
+    assert set(BACKENDS) == {"reference", "chunkwise", "native", "triton"}
+    with pytest.raises(ValueError, match=r"^the 'native' backend runs on the CPU, got meta$"):
+        choose_mlstm_backend(q.to("meta"), "native")
 
 
 def _inputs():
@@ -209,7 +214,8 @@ def test_the_raw_compiled_op_checks_its_arguments(change, match):
 
 
 def test_without_the_compiled_forward_pytorch_runs(monkeypatch, caplog):
-    """LAYERZOO_NATIVE=0 or a failed build (one warning) leave the PyTorch forward running."""
+    """LAYERZOO_NATIVE=0 or a failed build (one warning): "auto" chooses chunkwise, and "native"
+    asked for by name runs the PyTorch forward."""
     q, k, v, i, f = _inputs()
     monkeypatch.setenv("LAYERZOO_NATIVE", "0")
     assert mlstm_native.native_forward(q, k, v, i, f, None, 2, None) is None
@@ -224,6 +230,7 @@ def test_without_the_compiled_forward_pytorch_runs(monkeypatch, caplog):
         with caplog.at_level(logging.WARNING, logger=native_build.__name__):
             assert mlstm_native.native_forward(q, k, v, i, f, None, 2, None) is None
         assert "compiled CPU mLSTM unavailable (Ninja is required" in caplog.text
-        assert torch.equal(mlstm(q, k, v, i, f, backend="chunkwise"), torch.zeros(1, 6, 2, 5))
+        assert choose_mlstm_backend(q) == "chunkwise"
+        assert torch.equal(mlstm(q, k, v, i, f, backend="native"), torch.zeros(1, 6, 2, 5))
     finally:
         mlstm_native.COMPILED.load.cache_clear()

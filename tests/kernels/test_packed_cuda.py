@@ -16,8 +16,7 @@ import torch.nn.functional as F
 
 from layerzoo.kernels import MLSTMState, sliding_window_attention
 from layerzoo.testing import KernelCase, assert_close, check_kernel_packed
-
-from tests.helpers.families import GATED_DELTA_RULE, MLSTM, SLIDING_WINDOW
+from layerzoo.testing.families import GATED_DELTA_RULE, MLSTM, SLIDING_WINDOW
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 

@@ -20,6 +20,7 @@ from layerzoo.kernels import (
     sliding_window_attention,
     sliding_window_attention_reference,
 )
+from layerzoo.errors import OptionError
 from layerzoo.kernels.sliding_window import BACKENDS, native_enabled
 from layerzoo.kernels.sliding_window.native import load_native_ops
 from layerzoo.testing.tolerances import assert_close
@@ -173,7 +174,7 @@ def test_flex_document_mask_matches_the_packed_reference():
     on CPU; the compiled CUDA path is test_packed_cuda.py's."""
     from torch.nn.attention.flex_attention import flex_attention
 
-    from layerzoo.kernels.sliding_window import _flex_packed_block_mask
+    from layerzoo.kernels.sliding_window.flex import _flex_packed_block_mask
 
     gen = torch.Generator().manual_seed(0)
     q_lengths, k_lengths = [1, 70, 0, 9], [40, 90, 3, 9]
@@ -232,9 +233,6 @@ def _inputs(q_shape=(1, 6, 4, 8), k_shape=(1, 8, 2, 8)):
     [
         (_inputs(k_shape=(1, 8, 3, 8)), {}, r"query heads \(4\) must be a multiple of .* heads \(3\)"),
         (_inputs(k_shape=(1, 5, 2, 8)), {}, r"fewer keys than queries \(5 < 6\)"),
-        (_inputs(), {"window": 0}, r"window must be an int >= 1 or None.*got 0"),
-        (_inputs(), {"window": 2.5}, r"window must be an int >= 1 or None.*got 2.5"),
-        (_inputs(), {"window": True}, r"window must be an int"),
         (_inputs(), {"backend": "chunkwize"}, r"unknown .* backend 'chunkwize'; did you mean 'chunkwise'\?"),
         (_inputs(), {"backend": "flex"}, r"'flex' backend needs CUDA tensors"),
     ],
@@ -244,6 +242,18 @@ def test_inputs_particular_to_attention_get_one_line_errors(inputs, kwargs, matc
     with pytest.raises(ValueError, match=match) as info:
         sliding_window_attention(*inputs, kwargs.pop("window"), **kwargs)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("window", [0, -3, 2.5, True, "8"])
+def test_a_bad_window_is_the_option_error_the_window_option_raises(window):
+    """Called on its own, the kernel refuses a window as a spec, a mixer or set_window would: an
+    OptionError (a ValueError) on the key `window`, one line."""
+    with pytest.raises(OptionError) as info:
+        sliding_window_attention(*_inputs(), window)
+    assert info.value.key == "window"
+    assert str(info.value) == f"window: sliding_window_attention takes an int >= 1 or None (unbounded), got {window!r}"
+    with pytest.raises(OptionError):
+        choose_sliding_window_backend(*_inputs()[:2], window)
 
 
 @pytest.mark.gpu

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from layerzoo.kernels import choose_sliding_window_backend, sliding_window_attention
 from layerzoo.kernels.sliding_window import native_enabled, sliding_window_attention_reference, sliding_window_mask
-from layerzoo.kernels.common.triton_support import triton_can_run
+from layerzoo.kernels.common.backends import triton_can_run
 from layerzoo.testing.tolerances import assert_close
 
 from tests.helpers.swa_block_ranges import first_visited_key, key_block_range, query_block_range

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from layerzoo.kernels import mlstm, mlstm_reference, sliding_window_attention, sliding_window_attention_reference
-from layerzoo.kernels.common.triton_support import triton_can_run
+from layerzoo.kernels.common.backends import triton_can_run
 from layerzoo.testing import assert_close
 
 from tests.helpers.hardware_like import hardware_dot_precision, tf32

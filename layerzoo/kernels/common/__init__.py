@@ -1,10 +1,10 @@
-"""What every kernel family shares, one idea a module: choosing a backend (`backends`), the compute
-dtype (`dtypes`), input checks (`checks`), calls without tokens (`empty`), packed sequences through
-backends that do not take them (`sequences`), the families with one (K, V) state matrix per head
-(`matrix_state`), chunk layouts and per-chunk pieces (`chunk_grid`, `chunk_layout`, `chunk_parts`),
-compiled CPU kernels (`native_build`, `native_forward`, `native_common.h`) and when Triton may run
-(`triton_support`).
+"""What every kernel family shares, one idea a module: choosing a backend and when Triton may run
+(`backends`), the compute dtype (`dtypes`), input checks (`checks`), what a backend is not written
+for (`sequences`: packed sequences, empty ones, calls without tokens), working chunk by chunk
+(`chunks`: chunk-major layouts, packed sequences on a grid of chunks, per-chunk pieces), the
+families with one (K, V) state matrix per head (`matrix_state`), and building the compiled CPU
+kernels (`native_build`, with `native_common.h`, the header their C++ shares).
 
-Each family's public function (its folder's __init__.py) runs these around its backends, so a
-backend only ever sees validated inputs with at least one token.
+Each family's dispatch runs these around its backends, so a backend only ever sees validated
+inputs with at least one token.
 """

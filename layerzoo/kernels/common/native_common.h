@@ -148,7 +148,7 @@ Strided<E> head_slice(const at::Tensor &t, int64_t b, int64_t h) {
 }
 
 // The decays of one chunk of c <= C tokens, from its log decays g: gc, the cumulative sum, in
-// double (see chunk_parts.decays for why); from_start = exp(gc), to_end = exp(gc_last - gc) and
+// double (see chunks.py's decays for why); from_start = exp(gc), to_end = exp(gc_last - gc) and
 // L[i, j] = exp(gc_i - gc_j) for j < i.
 template <typename T>
 struct ChunkDecays {

@@ -1,10 +1,14 @@
-"""Packed sequences (cu_seqlens) through backends that do not take them, or not empty ones."""
+"""What a backend is not written for, run around it: packed sequences (cu_seqlens) through backends
+that do not take them, or not empty ones; calls without tokens (B = 0 or T = 0), which run no
+backend and give zeros and the carried state."""
 
 from __future__ import annotations
 
 from typing import Callable, Sequence
 
 import torch
+
+from .dtypes import compute_dtype
 
 
 def per_sequence(run: Callable[[list[torch.Tensor], list[torch.Tensor] | None], tuple[torch.Tensor, Sequence[torch.Tensor]]],
@@ -44,3 +48,24 @@ def without_empty_sequences(run: Callable[[list[int], torch.Tensor], tuple[torch
     rows = torch.tensor(kept, device=state.device)
     out, final = run(sorted(set(bounds)), state.index_select(0, rows))
     return out, state.index_copy(0, rows, final)
+
+
+def has_tokens(x: torch.Tensor) -> bool:
+    """Whether x (B, T, ...) holds a token. Calls without one (B = 0 or T = 0) run no backend."""
+    return x.shape[0] > 0 and x.shape[1] > 0
+
+
+def empty_output(x: torch.Tensor, width: int) -> torch.Tensor:
+    """The output of a call without tokens: zeros (B, T, H, width) in x's dtype, for x (B, T, H, ...)."""
+    return x.new_zeros(*x.shape[:3], width)
+
+
+def carried_state(state: Sequence[torch.Tensor] | None, shapes: Sequence[tuple[int, ...]],
+                  x: torch.Tensor) -> list[torch.Tensor]:
+    """The final state of a call without tokens: the initial state's tensors in the compute dtype
+    of x (an identity for autograd where they already are, so gradients pass through), or zeros
+    of `shapes` (the empty state) when there is none."""
+    dtype = compute_dtype(x.dtype)
+    if state is None:
+        return [x.new_zeros(shape, dtype=dtype) for shape in shapes]
+    return [t.to(dtype) for t in state]

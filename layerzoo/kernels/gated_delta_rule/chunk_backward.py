@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ..common.chunk_parts import decays
+from ..common.chunks import decays
 
 
 def chunk_backward(

@@ -1,7 +1,7 @@
 """The chunkwise gated delta rule's forward: the WY / UT-transform algorithm in plain PyTorch.
 
 Per chunk of C tokens and head, with gc the in-chunk cumulative log decay and L[i, j] =
-exp(gc_i - gc_j) for j <= i (see chunk_parts.decays):
+exp(gc_i - gc_j) for j <= i (see common/chunks.py: decays):
 
     A = strict_tril(beta_i L_ij k_i . k_j);   M = (I + A)^-1
     w = M (beta k exp(gc));  u = M (beta v)           the delta-rule updates solved in-chunk
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from ..common.chunk_parts import decays, unit_lower_inverse
+from ..common.chunks import decays, unit_lower_inverse
 
 
 def workspace(like: torch.Tensor, n_chunks: int, chunk: int, key_dim: int, value_dim: int) -> tuple[torch.Tensor, ...]:
@@ -55,7 +55,7 @@ def chunk_forward(q, k, v, g, beta, scale, states, v_new, w, inverse) -> torch.T
     k_to_end = k.mul(to_end[..., None]).mT
     chunk_decay = from_start[..., -1, None, None]
 
-    # unbind once rather than index per step: indexing 5 tensors per chunk cost ~10% of the loop
+    # unbind once rather than index per step: five index ops per chunk weigh on so short a loop
     state = states.unbind()
     steps = zip(v_new.unbind(), w.unbind(), k_to_end.unbind(), chunk_decay.unbind())
     for i, (v_new_i, w_i, k_i, decay_i) in enumerate(steps):

@@ -6,13 +6,13 @@ and lets the backward recompute cheap intermediates instead of storing them (the
 page's Gated DeltaNet table, docs/benchmarks.md, measures what that buys).
 
 Two implementations share one workspace (what the forward keeps for the backward):
-- on CPU, compiled (cpu_forward.cpp, cpu_backward.cpp, built on first use by native.py): a head
-  per thread, chunk by chunk in cache, inputs read with their strides, so no step waits on the
-  others and no input is copied;
-- elsewhere, or where that cannot be built, PyTorch: the forward takes a group of chunks at a
-  time (GROUP_BYTES of intermediates), from copying them into the chunk-major layout to writing
-  their output, so that the group's intermediates are still in cache when the state loop and the
-  outputs read them; the backward runs on chunk-major copies of everything at once.
+- PyTorch: the forward takes a group of chunks at a time (GROUP_BYTES of intermediates), from
+  copying them into the chunk-major layout to writing their output, so that the group's
+  intermediates are still in cache when the state loop and the outputs read them; the backward
+  runs on chunk-major copies of everything at once;
+- compiled, for the "native" backend (cpu_forward.cpp, cpu_backward.cpp, built on first use by
+  native.py, which passes their `ops`): a head per thread, chunk by chunk in cache, inputs read
+  with their strides, so no step waits on the others and no input is copied.
 Without autograd, either forward needs memory for its inputs and output plus a constant.
 """
 
@@ -22,15 +22,14 @@ import functools
 
 import torch
 
-from ..common.chunk_layout import to_chunks, unchunk_into
+from ..common.backends import autograd_records
+from ..common.chunks import to_chunks, unchunk_into
 from ..common.dtypes import compute_dtype
 from .chunk_backward import chunk_backward
 from .chunk_forward import chunk_forward, workspace, workspace_bytes_per_chunk
-from .native import native_ops_for
 
-# Bytes of intermediates per group of chunks: about what a CPU core's share of cache holds. The
-# forward's speed is flat from here up to whole-sequence groups at T = 4096, B*H = 4; below it,
-# per-group overheads start to show.
+# Bytes of intermediates per group of chunks: about what a CPU core's share of cache holds. Larger
+# groups gain nothing; smaller ones pay the per-group overheads.
 GROUP_BYTES = 16 * 2**20
 
 
@@ -43,6 +42,7 @@ def gated_delta_rule_chunkwise(
     scale: float,
     initial_state: torch.Tensor | None,
     chunk_size: int,
+    ops=None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The gated delta rule with chunks of `chunk_size` tokens (fewer when T is shorter).
 
@@ -58,6 +58,8 @@ def gated_delta_rule_chunkwise(
         scale: the factor on q (the public function's default is K ** -0.5).
         initial_state: (B, H, K, V), or None for zeros.
         chunk_size: tokens per chunk, an int >= 1.
+        ops: the compiled kernel's operators (native.py) to run the forward and backward with;
+            None: PyTorch.
 
     Returns:
         The pair (o, final_state): o (B, T, H, V) in q's dtype, the state (B, H, K, V) in fp32
@@ -65,8 +67,7 @@ def gated_delta_rule_chunkwise(
     """
     chunk = min(chunk_size, q.shape[1])
     inputs = (q, k, v, g, beta, initial_state)
-    differentiable = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs)
-    return _ChunkwiseGatedDeltaRule.apply(*inputs, scale, chunk, differentiable)
+    return _ChunkwiseGatedDeltaRule.apply(*inputs, scale, chunk, autograd_records(*inputs), ops)
 
 
 class _ChunkwiseGatedDeltaRule(torch.autograd.Function):
@@ -74,18 +75,17 @@ class _ChunkwiseGatedDeltaRule(torch.autograd.Function):
     # autograd runs forward without grad; torch.export inlines it into a graph that may run with
     # grad on, where the in-place kernels (matmul out=) would fail: no_grad goes into that graph too
     @torch.no_grad()
-    def forward(ctx, q, k, v, g, beta, initial_state, scale, chunk, differentiable):
+    def forward(ctx, q, k, v, g, beta, initial_state, scale, chunk, differentiable, ops):
         batch, _, heads, key_dim = k.shape
         dtype = compute_dtype(q.dtype)
         state = q.new_zeros(batch * heads, key_dim, v.shape[-1], dtype=dtype)
         if initial_state is not None:
             state.copy_(initial_state.reshape(state.shape))
-        native = native_ops_for(q)
-        run = _grouped_forward if native is None else functools.partial(_native_forward, native)
+        run = _grouped_forward if ops is None else functools.partial(_native_forward, ops)
         out, state, space = run(q, k, v, g, beta, state, scale, chunk, differentiable)
         if differentiable:
             ctx.save_for_backward(q, k, v, g, beta, *space)
-            ctx.scale = scale
+            ctx.scale, ctx.ops = scale, ops
             ctx.state_dtype = None if initial_state is None else initial_state.dtype
         return out, state.view(batch, heads, key_dim, -1)
 
@@ -93,12 +93,11 @@ class _ChunkwiseGatedDeltaRule(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, d_out, d_final_state):
         *inputs, states, v_new, w, inverse = ctx.saved_tensors
-        native = native_ops_for(d_out)
-        run = _chunked_backward if native is None else functools.partial(_native_backward, native)
+        run = _chunked_backward if ctx.ops is None else functools.partial(_native_backward, ctx.ops)
         d_state = d_final_state.to(states.dtype).flatten(0, 1).contiguous()
         d_inputs, d_state = run(inputs, ctx.scale, (states, v_new, w, inverse), d_out, d_state)
         d_state = None if ctx.state_dtype is None else d_state.view_as(d_final_state).to(ctx.state_dtype)
-        return *d_inputs, d_state, None, None, None
+        return *d_inputs, d_state, None, None, None, None
 
 
 def _native_backward(native, inputs, scale, kept, d_out, d_state):

@@ -2,7 +2,7 @@
 //
 // Same algorithm as chunk_forward.py (read its docstring first); what changes is the order of the
 // work. The PyTorch forward runs each step for all heads and chunks of a group at once, as batched
-// matmuls across both cores: every step waits for the slower core, and each chunk's matrices leave
+// matmuls across threads: every step waits for the slowest thread, and each chunk's matrices leave
 // the cache between the steps that use them. Here each thread takes whole heads and walks their
 // chunks in order, so all of a chunk's matrices (a few 10s of KiB) stay in L1/L2 from the input
 // rows to the output rows, the matmuls are single-threaded BLAS calls with no synchronisation, and

@@ -5,7 +5,7 @@ Per chunk of C tokens and head, with gc (C, K) the in-chunk cumulative log decay
 
     P(x)[i, j] = sum_d x_id k_jd exp(gc_id - gc_jd)   for j <= i, else 0
 
-(the scalar-decay kernels' (x k^T) * L, which no longer factors into a matmul and a mask):
+(the scalar-decay kernels' (x k^T) * L, which here does not factor into a matmul and a mask):
 
     A = strict_tril(beta_i P(k)_ij);   M = (I + A)^-1
     w = M (beta k exp(gc));  u = M (beta v)
@@ -14,9 +14,8 @@ Per chunk of C tokens and head, with gc (C, K) the in-chunk cumulative log decay
 
 P is built by halving the chunk (decayed_scores): every factor is an exp of a span <= 0, so
 nothing overflows however strong the decay, and nearly all the work is batched matmuls; autograd
-differentiates it. Where no gradient is needed on CPU, the forward runs compiled instead
-(cpu_forward.cpp, built on first use by native.py; LAYERZOO_NATIVE=0 or a failed build leave
-this PyTorch code): the same algorithm a head per thread, each chunk in cache, about 2x faster.
+differentiates it. The "native" backend (native.py) runs the same algorithm compiled, a head per
+thread, each chunk in cache.
 """
 
 from __future__ import annotations
@@ -24,11 +23,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..common.chunk_layout import from_chunks, to_chunks
-from ..common.chunk_parts import unit_lower_inverse
+from ..common.chunks import from_chunks, to_chunks, unit_lower_inverse
 from ..common.dtypes import compute_dtype
-from ..common.native_forward import run_compiled_forward
-from .native import COMPILED
 
 
 def kda_chunkwise(
@@ -61,9 +57,6 @@ def kda_chunkwise(
             (fp64 for fp64 inputs).
     """
     chunk = min(chunk_size, q.shape[1])
-    compiled = run_compiled_forward(COMPILED, "kda", (q, k, v, g, beta), initial_state, scale, chunk)
-    if compiled is not None:
-        return compiled
     batch, length, heads, key_dim = k.shape
     value_dim, out_dtype, dtype = v.shape[-1], q.dtype, compute_dtype(q.dtype)
     q, k, v, g, beta = (to_chunks(t, chunk, dtype) for t in (q, k, v, g, beta))

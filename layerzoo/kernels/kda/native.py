@@ -1,7 +1,21 @@
-"""KDA's compiled CPU forward (cpu_forward.cpp), built on first use (see native_forward.py)."""
+"""The "native" backend: KDA's compiled CPU forward (cpu_forward.cpp), built on first use (see
+common/matrix_state.py), with chunkwise.py's PyTorch code wherever it does not run."""
 
 from __future__ import annotations
 
-from ..common.native_forward import compiled_forward
+import torch
+
+from ..common.matrix_state import compiled_forward, run_compiled_forward
+from .chunkwise import kda_chunkwise
 
 COMPILED = compiled_forward("kda", "KDA forward")
+
+
+def kda_native(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, scale: float,
+               initial_state: torch.Tensor | None, chunk_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """KDA by the compiled forward, as kda_chunkwise takes and returns it; kda_chunkwise itself
+    where a gradient is wanted (the compiled kernel has no backward), off the CPU or where it is
+    turned off (LAYERZOO_NATIVE=0) or cannot be built."""
+    chunk = min(chunk_size, q.shape[1])
+    compiled = run_compiled_forward(COMPILED, "kda", (q, k, v, g, beta), initial_state, scale, chunk)
+    return kda_chunkwise(q, k, v, g, beta, scale, initial_state, chunk_size) if compiled is None else compiled

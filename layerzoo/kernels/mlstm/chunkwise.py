@@ -19,8 +19,8 @@ part runs once over every chunk of every sequence, and the loop over chunks rest
 sequence's own initial state at its first chunk, which is where a forget gate of exactly 0 would
 act (cumulative sums of log gates cannot carry that -inf, this loop needs none).
 
-On CPU, a forward that autograd does not record runs compiled (native.py, cpu_forward.cpp): the
-same chunks, a head per thread, about 2.2x as fast (docs/benchmarks.md, mLSTM).
+The "native" backend (native.py, cpu_forward.cpp) runs the same chunks compiled, a head per
+thread, where autograd records nothing.
 """
 
 from __future__ import annotations
@@ -30,9 +30,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..common.chunk_grid import ChunkGrid
+from ..common.chunks import ChunkGrid
 from ..common.dtypes import compute_dtype
-from .native import native_forward
 from .reference import EPS, MLSTMState
 
 
@@ -69,9 +68,6 @@ def mlstm_chunkwise(
         The pair (h, final MLSTMState): h (B, T, H, Dv) in q's dtype, the state in fp32 (fp64 for
             fp64 q).
     """
-    compiled = native_forward(q, k, v, i, f, initial_state, chunk_size, bounds)
-    if compiled is not None:
-        return compiled
     length, key_dim, value_dim = q.shape[1], q.shape[3], v.shape[3]
     out_dtype, dtype = q.dtype, compute_dtype(q.dtype)
     if bounds is None:

@@ -1,5 +1,5 @@
-"""The compiled CPU forward of the chunkwise mLSTM (cpu_forward.cpp), built on first use by
-native_build.py, and how torch.compile sees it.
+"""The "native" backend: the chunkwise mLSTM's compiled CPU forward (cpu_forward.cpp), built on
+first use by native_build.py, and how torch.compile sees it.
 
 It runs where no gradient is wanted (inference, evaluation, generation's prefill); a forward that
 autograd records runs chunkwise.py's PyTorch code, whose backward autograd derives.
@@ -12,11 +12,25 @@ from pathlib import Path
 
 import torch
 
+from ..common.backends import autograd_records
 from ..common.dtypes import compute_dtype
 from ..common.native_build import compiled_ops
+from .chunkwise import mlstm_chunkwise
 from .reference import EPS, MLSTMState
 
 HERE = Path(__file__).parent
+
+
+def mlstm_native(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, i: torch.Tensor, f: torch.Tensor,
+                 initial_state: MLSTMState | None = None, chunk_size: int = 64, *,
+                 bounds: list[int] | None = None) -> tuple[torch.Tensor, MLSTMState]:
+    """The mLSTM by the compiled forward, as mlstm_chunkwise takes and returns it (packed sequences
+    too); mlstm_chunkwise itself where a gradient is wanted (the compiled kernel has no backward),
+    off the CPU or where it is turned off (LAYERZOO_NATIVE=0) or cannot be built."""
+    compiled = native_forward(q, k, v, i, f, initial_state, chunk_size, bounds)
+    if compiled is None:
+        return mlstm_chunkwise(q, k, v, i, f, initial_state, chunk_size, bounds=bounds)
+    return compiled
 
 
 def native_forward(q, k, v, i, f, initial_state: MLSTMState | None, chunk: int,
@@ -25,9 +39,7 @@ def native_forward(q, k, v, i, f, initial_state: MLSTMState | None, chunk: int,
     bounds for packed sequences); None where it does not run: not on CPU, turned off or not built,
     or a gradient wanted. Inputs are read with their strides, in the compute dtype (a cast copies
     narrower ones); h comes back in q's dtype."""
-    wanted = torch.is_grad_enabled() and any(
-        t.requires_grad for t in (q, k, v, i, f, *(initial_state or ())))
-    if wanted or q.device.type != "cpu" or not COMPILED.enabled():
+    if autograd_records(q, k, v, i, f, *(initial_state or ())) or q.device.type != "cpu" or not COMPILED.enabled():
         return None
     batch, length, heads, key_dim = q.shape
     dtype = compute_dtype(q.dtype)

@@ -97,7 +97,6 @@ def mlstm_reference(
     i: torch.Tensor,
     f: torch.Tensor,
     initial_state: MLSTMState | None = None,
-    chunk_size: int | None = None,
 ) -> tuple[torch.Tensor, MLSTMState]:
     """The recurrence as a step loop over T; O(T) sequential steps, differentiable by autograd.
 
@@ -110,7 +109,6 @@ def mlstm_reference(
         i: (B, T, H) input gate pre-activations.
         f: (B, T, H) forget gate pre-activations.
         initial_state: None (empty) or an MLSTMState / (C, n, m) tuple of B rows.
-        chunk_size: ignored (the backend signature has it).
 
     Returns:
         The pair (h, final MLSTMState): h (B, T, H, Dv) in q's dtype, the state in fp32 (fp64 for

@@ -1,12 +1,15 @@
-"""Chunkwise sliding-window attention in plain PyTorch: O(T * window) time and memory.
+"""The "chunkwise" backend: sliding-window attention in plain PyTorch, O(T * window) time and memory.
 
-Queries are cut into chunks of `c` rows. With keys laid out on the same grid, a query chunk only
-needs its own key chunk and the `m = ceil((window - 1) / c)` chunks before it, so each chunk does a
-small dense (c, (m + 1) * c) attention and the work is O(Tq * (window + c)) instead of O(Tq * Tk).
-All chunks run as one batched F.scaled_dot_product_attention call (torch's fused CPU kernel).
+Queries are cut into chunks of `c` rows (band.chunk_size). With keys laid out on the same grid, a
+query chunk only needs its own key chunk and the `m = ceil((window - 1) / c)` chunks before it, so
+each chunk does a small dense (c, (m + 1) * c) attention and the work is O(Tq * (window + c))
+instead of O(Tq * Tk). All chunks run as one batched F.scaled_dot_product_attention call (torch's
+fused CPU kernel).
 
 Packed sequences with a key per query (cu_seqlens_k = cu_seqlens, the training case) keep this
 grid: each token's sequence rides along the keys, and the mask also requires the same sequence.
+Other packed sequences (a decode step of many streams, each after its own cache) go on a grid of
+chunks that each lie in one sequence (packed.py).
 """
 
 from __future__ import annotations
@@ -14,29 +17,31 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .band import chunk_size, first_reachable_key
+from .packed import sliding_window_attention_packed
+from .reference import packed_positions
 from .sinks import with_sink_key
-
-# Chunk sizes measured on the fused CPU SDPA kernel (fp32, 2 threads, D=64): about 64 query rows
-# per chunk is fastest, chunks under 16 rows drown in per-chunk overhead, and a chunk as wide as a
-# small window wastes less on out-of-window scores than a 64-row one.
-CHUNK = 64
-MIN_CHUNK = 16
-# Each query chunk reads its own and up to this many earlier key chunks, so the gathered keys and
-# values take at most (MAX_LOOKBACK + 1) times the memory of k and v; more saves a little time.
-MAX_LOOKBACK = 4
-
-
-def chunk_size(window: int) -> int:
-    """Query rows per chunk for a window: min(window, CHUNK), grown so lookback <= MAX_LOOKBACK."""
-    return max(MIN_CHUNK, min(window, CHUNK), -(-window // MAX_LOOKBACK))
-
-
-def first_reachable_key(q_len: int, k_len: int, window: int) -> int:
-    """Index of the oldest key that any of the last q_len queries can see."""
-    return max(0, k_len - q_len - window + 1)
 
 
 def sliding_window_attention_chunkwise(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None, scale: float, *,
+    bounds: tuple[list[int], list[int]] | None = None, sinks: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Sliding-window attention by chunks: with the sequence of each token in the mask when every
+    packed sequence has a key per query (training: no padding, no gathering), else packed.py.
+
+    q: (B, Tq, H, D); k, v: (B, Tk, Hkv, D), H % Hkv == 0, Tk >= Tq >= 1; window None (every key in
+    reach: chunking saves nothing, O(Tq * Tk) like dense) or >= 1. bounds: None, or the offsets of
+    the queries and of the keys of packed sequences (B = 1); sinks: None, or (H,) logits joining
+    every softmax denominator of their head (sinks.py). Returns (B, Tq, H, D) in q's dtype.
+    """
+    if bounds is not None and bounds[0] != bounds[1]:
+        return sliding_window_attention_packed(q, k, v, window, scale, *bounds, sinks)
+    sequences = None if bounds is None else packed_positions(*bounds, q.device)[1]
+    return _in_chunks(q, k, v, k.shape[1] if window is None else window, scale, sequences, sinks)
+
+
+def _in_chunks(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int, scale: float,
     sequences: torch.Tensor | None = None, sinks: torch.Tensor | None = None,
 ) -> torch.Tensor:

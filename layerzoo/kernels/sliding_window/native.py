@@ -1,9 +1,9 @@
-"""The compiled CPU backend: cpu_forward.cpp and cpu_backward.cpp (built on first use by
+"""The "native" backend: cpu_forward.cpp and cpu_backward.cpp (built on first use by
 native_build.py) behind an autograd Function.
 
 Those kernels take fp32 or fp64 rows with unit feature stride; narrower inputs are computed in
 fp32 (a cast copies them), and gradients return in the inputs' dtypes. Without a compiler, or with
-LAYERZOO_NATIVE=0, `native_ops_for` says None and the caller runs the PyTorch backend instead.
+LAYERZOO_NATIVE=0, `native_ops_for` says None and the chunkwise backend runs instead.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import torch
 
 from ..common.dtypes import compute_dtype
 from ..common.native_build import compiled_ops
+from .chunkwise import sliding_window_attention_chunkwise
 
 HERE = Path(__file__).parent
 SOURCES = [HERE / "cpu_forward.cpp", HERE / "cpu_backward.cpp"]
@@ -26,9 +27,8 @@ FLAGS = ("-fno-trapping-math", "-fno-math-errno")
 
 def block_size(window: int) -> int:
     """Queries per block: window / 8 in [32, 128]. A block reads block + window - 1 keys for window
-    useful ones per row, so small blocks waste less on the band's corners, large ones make gemms
-    BLAS runs faster; window / 8 was the fastest block at every window timed (see the commit that
-    set it)."""
+    useful ones per row, so small blocks waste less on the band's corners, and large ones make
+    gemms BLAS runs faster."""
     return min(128, max(32, window // 8))
 
 
@@ -50,13 +50,19 @@ def _backward_fake(q, k, v, out, lse, d_out, window, scale, block):
     return [q.new_empty(q.shape), q.new_empty(shape), q.new_empty(shape)]
 
 
-def sliding_window_attention_native(ops, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int,
+def sliding_window_attention_native(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None,
                                     scale: float) -> torch.Tensor:
-    """Sliding-window attention by the compiled kernels `ops` (native_ops_for), queries end-aligned.
+    """Sliding-window attention by the compiled kernels: blocks of queries against only their band
+    of keys, BLAS gemms, the softmax in cache; queries end-aligned. Where they cannot be built or
+    LAYERZOO_NATIVE=0, the chunkwise backend.
 
-    q: (B, Tq, H, D); k, v: (B, Tk, Hkv, D), H % Hkv == 0, Tk >= Tq >= 1, window >= 1.
-    Returns (B, Tq, H, D) in q's dtype; differentiable in q, k and v.
+    q: (B, Tq, H, D); k, v: (B, Tk, Hkv, D), H % Hkv == 0, Tk >= Tq >= 1, window None (every key)
+    or >= 1. Returns (B, Tq, H, D) in q's dtype; differentiable in q, k and v.
     """
+    ops = native_ops_for(q)
+    if ops is None:
+        return sliding_window_attention_chunkwise(q, k, v, window, scale)
+    window = k.shape[1] if window is None else window
     return _NativeSlidingWindow.apply(q, k, v, ops, min(window, k.shape[1]), scale)
 
 

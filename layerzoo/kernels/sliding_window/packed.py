@@ -9,7 +9,7 @@ reach = min(window, the longest key sequence). A chunk's rows then sit at one fi
 gathered column, so one (c, span) band serves every chunk; a per-chunk bound masks the keys of
 earlier sequences. All chunks run as one batched F.scaled_dot_product_attention call.
 
-The chunk is chunkwise.chunk_size(reach) rows, or fewer for short sequences: one row when every
+The chunk is band.chunk_size(reach) rows, or fewer for short sequences: one row when every
 sequence has a single query (decode), so the work is one window of keys per query.
 """
 
@@ -18,8 +18,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..common.chunk_grid import ChunkGrid
-from .chunkwise import chunk_size
+from ..common.chunks import ChunkGrid
+from .band import chunk_size
 from .sinks import with_sink_key
 
 

@@ -1,7 +1,7 @@
 """SSD chunk by chunk, in PyTorch under autograd.
 
 Per chunk of C tokens and head, with gc the in-chunk cumulative log decay and L[i, j] =
-exp(gc_i - gc_j) for j <= i (chunk_parts.decays):
+exp(gc_i - gc_j) for j <= i (common/chunks.py: decays):
 
     o = scale ((q exp(gc)) S + (q k^T * L) v)           S: the state entering the chunk
     S <- exp(gc_last) S + (k exp(gc_last - gc))^T v
@@ -9,22 +9,16 @@ exp(gc_i - gc_j) for j <= i (chunk_parts.decays):
 Everything but the state is one batched computation over all chunks (the chunk's own output and
 its contribution k^T v to the state); a loop over the chunks then carries the (K, V) state with
 one multiply-add each and adds what the state entering each chunk gives its outputs, while that
-chunk's tensors are still in cache (timed against the batched alternative: a few percent faster,
-which keeps it ahead of fla's naive chunk code). Autograd differentiates it. Where no gradient is
-needed on CPU, the forward runs compiled instead (cpu_forward.cpp, built on first use by
-native.py; LAYERZOO_NATIVE=0 or a failed build leave this PyTorch code): the same algorithm a head
-per thread, each chunk in cache.
+chunk's tensors are still in cache. Autograd differentiates it. The "native" backend (native.py)
+runs the same algorithm compiled, a head per thread, each chunk in cache.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..common.chunk_layout import from_chunks, to_chunks
-from ..common.chunk_parts import decays
+from ..common.chunks import decays, from_chunks, to_chunks
 from ..common.dtypes import compute_dtype
-from ..common.native_forward import run_compiled_forward
-from .native import COMPILED
 
 
 def ssd_chunkwise(
@@ -55,9 +49,6 @@ def ssd_chunkwise(
             (fp64 for fp64 inputs).
     """
     chunk = min(chunk_size, q.shape[1])
-    compiled = run_compiled_forward(COMPILED, "ssd", (q, k, v, g), initial_state, scale, chunk)
-    if compiled is not None:
-        return compiled
     batch, length, heads, key_dim = k.shape
     value_dim, out_dtype, dtype = v.shape[-1], q.dtype, compute_dtype(q.dtype)
     q, k, v, g = (to_chunks(t, chunk, dtype) for t in (q, k, v, g))

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ...common.triton_support import triton_interpreting
+from ...common.backends import triton_interpreting
 from ..reference import EPS
 
 # Largest chunk the kernels take: (L, L) fp32 tiles per program; 128 already strains registers.
@@ -63,14 +63,14 @@ def launch_config(dtype: torch.dtype, key_dim: int, value_dim: int, L: int,
     """Each kernel's constexpr keyword arguments, num_warps included, by kernel, on a GPU of
     compute capability `capability` (the major version; 9 under the interpreter).
 
-    Tile widths were picked from ptxas register / spill counts of sm_90 builds at Dk = 128,
-    Dv = 256, L = 64 (bf16: no or little spilling), not from timings:
+    Tile widths keep sm_90 builds at Dk = 128, Dv = 256, L = 64 in registers (bf16: no or little
+    spilling):
       states, state_grads: (BK, BV) = (64, 64) state tiles, 4 warps; B*H*(Dk/64)*(Dv/64) programs
       outputs: BV = 64 output columns per program, looping over Dk in tiles of BK = 128, 8 warps
       chunk_grads: BK = 64 per program, looping over Dv in tiles of BV = 32, 8 warps
     The per-chunk kernels hold several (L, L) and (L, BK) fp32 tiles, hence 8 warps once those are
     (64, 64). fp64 halves the widths to stay within shared memory, and so does fp32 before sm_90,
-    whose tf32x3 products (three per operand pair) spill tens of kilobytes there at full width;
+    whose tf32x3 products (three per operand pair) spill heavily there at full width;
     there chunk_grads' Dv loop takes 16 columns in every dtype.
     block_k / block_v replace every Dk / Dv width (tests use 16 to exercise the tiling).
     """

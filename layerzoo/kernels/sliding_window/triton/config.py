@@ -3,16 +3,16 @@
 On a GPU each kernel is autotuned over a short list, keyed on the padded head dim, the tensor
 dtypes (added by the autotuner) and a power-of-two bucket of the window; configs that do not fit
 (shared memory: fp32 tiles at D=128 are twice the bf16 ones) fail to compile and are dropped by
-the autotuner, so every list ends in a small config that always fits. The lists are educated
-guesses from flash-attention-2 practice (forward: wide query tiles; dK/dV: wide key tiles, since
-each program holds two fp32 (BLOCK_N, D) accumulators), not measured on this code. Every config
-is compiled ahead of time for sm_80 and sm_90 by tests/kernels/test_triton_targets.py (shared
-memory and spills, no timing), which holds that each list keeps one that fits and barely spills
-on both; on sm_80 the widest dK/dV tiles spill kilobytes, and the autotuner keeps one of them
-only if it still runs fastest.
+the autotuner, so every list ends in a small config that always fits. The lists follow
+flash-attention-2 practice (forward: wide query tiles; dK/dV: wide key tiles, since each program
+holds two fp32 (BLOCK_N, D) accumulators), and the autotuner picks among them. Every config is
+compiled ahead of time for sm_80 and sm_90 by tests/kernels/test_triton_targets.py (shared memory
+and spills, no timing), which holds that each list keeps one that fits and barely spills on both;
+on sm_80 the widest dK/dV tiles spill, and the autotuner keeps one of them only if it still runs
+fastest.
 
 Under the Triton interpreter (CPU) one small fixed config runs instead: benchmarking configs there
-would take minutes, and 16/32-row tiles make short test sequences span several blocks. The two
+would cost more than the tests, and 16/32-row tiles make short test sequences span several blocks. The two
 tile sides differ on purpose, so an M/N mix-up in the block arithmetic cannot pass the tests.
 """
 

@@ -13,8 +13,8 @@ import functools
 import torch
 import triton
 
-from ...common.triton_support import require_triton, triton_interpreting
-from ..chunkwise import first_reachable_key
+from ...common.backends import require_triton, triton_interpreting
+from ..band import first_reachable_key
 from .backward import swa_bwd_delta_kernel, swa_bwd_dkdv_kernel, swa_bwd_dq_kernel
 from .common import LOG2E
 from .config import DELTA_CONFIG, GPU_CONFIGS, INTERPRETER_CONFIGS, KERNELS, TRITON_DTYPES, TileConfig, tune_bucket

@@ -1,10 +1,10 @@
-"""Associative memory read and write as batched einsums over all tokens and heads at once: the
-family's fast path.
+"""The "chunkwise" backend: associative memory read and write as batched einsums over a call's
+tokens and heads at once.
 
 A read is a (T, key_dim) x (key_dim, value_dim) product per head; a write of M tokens is a sum of M
-outer products against one memory. Neither carries a state from token to token, so there is no
-recurrence to cut into chunks: the file is named for what it does, where the recurrent families
-have chunkwise.py.
+outer products against one memory. Neither carries a state from token to token: a call is one of
+ARMT's segments, the chunk this family works in, done in one batched step where the reference
+goes one vector at a time.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .feature_map import features
 from .memory import Memory
 
 
-def associative_read_vectorized(q: torch.Tensor, memory: Memory, normalize: bool = True, eps: float = 1e-5) -> torch.Tensor:
+def associative_read_chunkwise(q: torch.Tensor, memory: Memory, normalize: bool = True, eps: float = 1e-5) -> torch.Tensor:
     """q: (B, T, H, d) -> (phi(q) . A) / (phi(q) . z + eps): (B, T, H, value_dim) in q's dtype."""
     phi = features(q, normalize)
     numerator = torch.einsum("bthk,bhkv->bthv", phi, memory.matrix.to(phi.dtype))
@@ -23,7 +23,7 @@ def associative_read_vectorized(q: torch.Tensor, memory: Memory, normalize: bool
     return (numerator / denominator[..., None]).to(q.dtype)
 
 
-def associative_update_vectorized(k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, memory: Memory | None = None,
+def associative_update_chunkwise(k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor, memory: Memory | None = None,
                                   normalize: bool = True, eps: float = 1e-5) -> Memory:
     """The increments (dA, dz) of writing k, v, beta (B, M, H, ...) against `memory`; see the reference."""
     phi = features(k, normalize)  # (B, M, H, key_dim)
