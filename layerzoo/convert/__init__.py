@@ -9,11 +9,21 @@
     Conversion.load("out")  # the student from it, the teacher from its folder again
 
 Teachers: Llama (SmolLM2), Mistral, Qwen2, Qwen3 folders (config.json and safetensors, never
-their code) and layerzoo folders of attention layers. docs/convert.md has the mappings.
+their code) and layerzoo folders of attention layers. docs/convert.md has the mappings. Targets:
+the registered mixers that declare how they start from attention (`list_targets()`).
 """
 
+from typing import Any
+
+from ..registry import list_targets
 from .conversion import Conversion, convert
 from .errors import ConvertError
-from .pattern import TARGETS
 
-__all__ = ["Conversion", "ConvertError", "TARGETS", "convert"]
+
+def __getattr__(name: str) -> Any:
+    if name == "TARGETS":  # a fixed tuple once; a registered mixer of the user's can be a target now
+        raise AttributeError("layerzoo.convert.TARGETS is now layerzoo.convert.list_targets(), read from the registry")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["Conversion", "ConvertError", "convert", "list_targets"]

@@ -24,6 +24,7 @@ from ..options import check_value, option
 from ..registry import register_mixer
 from .attention_weights import record, recording
 from .base import Mixer, MixerOptions
+from .from_attention import TeacherAttention
 
 
 @dataclass
@@ -99,6 +100,8 @@ class CausalAttention(Mixer):
 
     packs_sequences = True
     Options = AttentionOptions
+    # Converted from a teacher's attention layer: its shape kept, these taken unless the pattern sets them.
+    defaults_from_attention = ("output_gate", "sinks", "backend")
 
     def __init__(self, d_model: int, **options: Any):
         super().__init__(d_model, **options)
@@ -124,6 +127,28 @@ class CausalAttention(Mixer):
         if self.sink_logits is not None:
             with torch.no_grad():
                 self.sink_logits.zero_()
+
+    @classmethod
+    def options_from_attention(cls, teacher: TeacherAttention) -> dict[str, Any]:
+        """The teacher layer's shape: its heads, RoPE, biases and qk-norm."""
+        return {key: teacher.options[key] for key in ("n_heads", "n_kv_heads", "head_dim", "rope_theta", "qkv_bias",
+                                                      "qk_norm", "qk_norm_eps")}
+
+    def init_from_attention(self, attention: CausalAttention) -> None:
+        """Every tensor the two layers share (an output gate or sinks the teacher lacks keep their own init)."""
+        theirs = dict(attention.named_parameters())
+        for name, tensor in self.named_parameters():
+            if name in theirs:
+                tensor.copy_(theirs[name])
+
+    def head_projections(self) -> tuple[torch.Tensor, ...]:
+        """q_proj's weight (H D, d), k's and v's expanded to the H query heads (H D, d) each, as
+        grouped-query attention shares them (query head h reads key/value head h // (H / Hkv)),
+        and out_proj's (d, H D)."""
+        group = self.n_heads // self.n_kv_heads
+        k, v = self.kv_proj.weight.unflatten(0, (2, self.n_kv_heads, self.head_dim))
+        k, v = (heads.repeat_interleave(group, dim=0).flatten(0, 1) for heads in (k, v))
+        return self.q_proj.weight, k, v, self.out_proj.weight
 
     def mix(self, x: torch.Tensor, state: KVCache | None, cu_seqlens: torch.Tensor | None):
         if cu_seqlens is None and (state is None or state.lengths is None):
@@ -233,30 +258,12 @@ class CausalAttention(Mixer):
 class Attention(CausalAttention):
     """Full causal multi-head attention with grouped KV heads, RoPE, optional qk-norm, gate, sinks.
 
-    Shapes: x (B, T, d_model) -> (B, T, d_model); head_dim defaults to d_model // n_heads. The streaming
-    state is a KVCache of every token seen.
+    Shapes: x (B, T, d_model) -> (B, T, d_model). The streaming state is a KVCache of every token seen.
 
     Args:
         d_model: width of the input and output.
-        **options: the options below, by keyword; each left out takes its default.
-
-    Keyword Args:
-        n_heads (int): query heads; default 8.
-        n_kv_heads (int | None): key/value heads, dividing n_heads (grouped-query attention);
-            None (default): n_heads.
-        head_dim (int | None): channels per head, even (RoPE); None (default): d_model // n_heads.
-        rope_theta (float): RoPE base; default 10000.0.
-        qkv_bias (bool): biases on the query, key and value projections (Qwen2); default False.
-        qk_norm (bool): RMSNorm (a weight per channel) on each head's queries and keys, before RoPE
-            (Qwen3); default False.
-        qk_norm_eps (float): epsilon of the qk-norm RMSNorms; default 1e-6.
-        output_gate (bool): multiply the heads' output by sigmoid(gate_proj(x)) (Qwen3-Next);
-            default False.
-        sinks (bool): a learned sink logit per head in every softmax denominator (GPT-OSS); default
-            False.
-        backend (str): the `sliding_window_attention` backend: "auto" (default), "reference",
-            "chunkwise", "sdpa", "flex", "native" or "triton"; with sinks, "auto", "reference",
-            "chunkwise" or "sdpa".
+        **options: its options by keyword, each left out at its default: `layerzoo mixers attention`
+            prints them, and docs/mixers.md tables them.
 
     Raises:
         OptionError: head_dim (given, or d_model // n_heads) is odd or d_model does not divide by
@@ -271,34 +278,15 @@ class Attention(CausalAttention):
 class SlidingWindowAttention(CausalAttention):
     """Sliding-window causal attention: token t attends to tokens t-window+1 .. t.
 
-    `window` is a plain attribute: set `mixer.window = w` (or `layerzoo.set_window(model, w)`) to
-    train with stochastic windows or evaluate at another window without rebuilding. The streaming
+    `layerzoo.set_window(model, w)` changes the window of every SWA layer in a model at run time,
+    without a rebuild (stochastic window training, evaluation at another window). The streaming
     state keeps the last window-1 keys/values, so decoding runs in constant memory; after widening
     the window mid-stream, only what the old state kept is visible.
 
     Args:
         d_model: width of the input and output.
-        **options: the options below, by keyword; each left out takes its default.
-
-    Keyword Args:
-        n_heads (int): query heads; default 8.
-        n_kv_heads (int | None): key/value heads, dividing n_heads (grouped-query attention);
-            None (default): n_heads.
-        head_dim (int | None): channels per head, even (RoPE); None (default): d_model // n_heads.
-        rope_theta (float): RoPE base; default 10000.0.
-        qkv_bias (bool): biases on the query, key and value projections (Qwen2); default False.
-        qk_norm (bool): RMSNorm (a weight per channel) on each head's queries and keys, before RoPE
-            (Qwen3); default False.
-        qk_norm_eps (float): epsilon of the qk-norm RMSNorms; default 1e-6.
-        output_gate (bool): multiply the heads' output by sigmoid(gate_proj(x)) (Qwen3-Next);
-            default False.
-        sinks (bool): a learned sink logit per head in every softmax denominator (GPT-OSS); default
-            False.
-        backend (str): the `sliding_window_attention` backend: "auto" (default), "reference",
-            "chunkwise", "sdpa", "flex", "native" or "triton"; with sinks, "auto", "reference",
-            "chunkwise" or "sdpa".
-        window (int): keys each query attends to, itself included, >= 1; default 128. Settable at run
-            time (`mixer.window`, `set_window`).
+        **options: its options by keyword, each left out at its default: `layerzoo mixers swa`
+            prints them, and docs/mixers.md tables them.
 
     Raises:
         OptionError: head_dim (given, or d_model // n_heads) is odd or d_model does not divide by
@@ -307,6 +295,7 @@ class SlidingWindowAttention(CausalAttention):
 
     layer_type = "sliding_attention"
     Options = SlidingWindowOptions
+    defaults_from_attention = (*CausalAttention.defaults_from_attention, "window")  # a SWA teacher's window
 
 
 def sliding_window_layers(model: nn.Module) -> list[SlidingWindowAttention]:
