@@ -89,7 +89,7 @@ ENTRY_POINTS = [
     "layerzoo.registry:register_mixer",
     "layerzoo.registry:unregister_mixer",
     "layerzoo.options.section:option",
-    "layerzoo.mixers.attention:set_window",
+    "layerzoo.mixers.window:set_window",
     # the models build returns
     "layerzoo.assemblies.causal_lm:CausalLM",
     "layerzoo.assemblies.causal_lm:CausalLM.forward",

@@ -138,6 +138,11 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
             check_finite(loaded[0] if isinstance(loaded, tuple) else loaded, pretrained_model_name_or_path)
         return loaded
 
+    def refresh_config(self) -> None:
+        """config's model_spec as the model runs now, after `set_window` changed its SWA layers
+        (it refreshes the CausalLM's config first)."""
+        self.config.set_model(self.model.config)
+
     def _initialize_weights(self, module: nn.Module, *args: Any, **kwargs: Any) -> None:
         """Each module through _init_weights once. transformers skips, for code outside it, a module
         whose own tensors were all loaded; a layerzoo module's init also sets its submodules'

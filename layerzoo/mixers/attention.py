@@ -3,9 +3,8 @@ optionally an output gate (Qwen3-Next) and attention sinks (GPT-OSS)."""
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -20,7 +19,7 @@ from ..errors import OptionError
 from ..kernels import sliding_window_attention
 from ..kernels.sliding_window import BACKENDS as ATTENTION_BACKENDS, SINKS as SINK_BACKENDS
 from ..kernels.sliding_window.reference import sliding_window_attention_weights
-from ..options import check_value, option
+from ..options import option
 from ..registry import register_mixer
 from .attention_weights import record, recording
 from .base import Mixer, MixerOptions
@@ -109,7 +108,6 @@ class CausalAttention(Mixer):
         self.n_heads = config.n_heads
         self.n_kv_heads = config.n_kv_heads or config.n_heads
         self.head_dim = config.head_dim or d_model // config.n_heads
-        self.window = getattr(config, "window", None)
         self.backend = config.backend
         width, kv_width = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
         self.q_proj = Linear(d_model, width, bias=config.qkv_bias)
@@ -127,6 +125,17 @@ class CausalAttention(Mixer):
         if self.sink_logits is not None:
             with torch.no_grad():
                 self.sink_logits.zero_()
+
+    @property
+    def window(self) -> int | None:
+        """Keys each query attends to, itself included (None: all): the `window` option, which
+        `set_window` changes at run time."""
+        return getattr(self.options, "window", None)
+
+    @window.setter
+    def window(self, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__}.window is set by layerzoo.set_window(model, {value!r}), "
+                             "which also updates the model's options and config")
 
     @classmethod
     def options_from_attention(cls, teacher: TeacherAttention) -> dict[str, Any]:
@@ -301,41 +310,3 @@ class SlidingWindowAttention(CausalAttention):
 def sliding_window_layers(model: nn.Module) -> list[SlidingWindowAttention]:
     """Every sliding-window attention layer inside `model`, in module order."""
     return [module for module in model.modules() if isinstance(module, SlidingWindowAttention)]
-
-
-def set_window(model: nn.Module, window: int) -> int:
-    """Set the window of every sliding-window attention layer in `model`; returns how many.
-
-    The SWAX recipe samples a window per batch and evaluates at a test window other than the
-    training one; both are this call, no rebuild.
-
-    Args:
-        model: any module; every SlidingWindowAttention inside it (the module itself included) is set.
-        window: keys each query attends to, itself included: an int >= 1.
-
-    Returns:
-        How many layers were set (0 for a model without SWA layers).
-
-    Raises:
-        OptionError: `window` is not an int >= 1 (checked as the `window` option is).
-    """
-    window = check_value(SlidingWindowOptions, "window", window)
-    layers = sliding_window_layers(model)
-    for layer in layers:
-        layer.window = window
-    return len(layers)
-
-
-@contextlib.contextmanager
-def at_window(model: nn.Module, window: int | None) -> Iterator[None]:
-    """Inside the block every SWA layer of `model` runs at `window` (None: unchanged); each
-    layer's own window is restored on the way out."""
-    layers = sliding_window_layers(model)
-    saved = [layer.window for layer in layers]
-    if window is not None:
-        set_window(model, window)
-    try:
-        yield
-    finally:
-        for layer, old in zip(layers, saved):
-            layer.window = old
