@@ -21,7 +21,7 @@ from .errors import ConvertError
 
 
 def __getattr__(name: str) -> Any:
-    if name == "TARGETS":  # a fixed tuple once; a registered mixer of the user's can be a target now
+    if name == "TARGETS":  # no fixed tuple can list the targets: a user's registered mixer can be one
         raise AttributeError("layerzoo.convert.TARGETS is now layerzoo.convert.list_targets(), read from the registry")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
