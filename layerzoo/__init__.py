@@ -21,7 +21,8 @@ __version__ = "0.1.0"
 # Each public name and the layer it comes from.
 _NAMES = {
     "LayerzooError": "errors", "OptionError": "errors", "SpecError": "errors", "option": "options",
-    "get_mixer": "registry", "list_mixers": "registry", "register_mixer": "registry", "unregister_mixer": "registry",
+    "get_mixer": "registry", "list_mixers": "registry", "list_targets": "registry", "register_mixer": "registry",
+    "unregister_mixer": "registry",
     "Mixer": "mixers", "MixerOptions": "mixers", "set_window": "mixers",
     "Spec": "specs", "load_spec": "specs", "shipped_specs": "specs",
     "ARMT": "assemblies", "CausalLM": "assemblies", "build": "assemblies",
@@ -70,6 +71,6 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "ARMT", "CausalLM", "LayerzooError", "Mixer", "MixerOptions", "OptionError", "Spec", "SpecError", "__version__",
-    "build", "get_mixer", "list_mixers", "load_spec", "option", "register_mixer", "set_window", "shipped_specs",
-    "unregister_mixer",
+    "build", "get_mixer", "list_mixers", "list_targets", "load_spec", "option", "register_mixer", "set_window",
+    "shipped_specs", "unregister_mixer",
 ]

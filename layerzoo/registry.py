@@ -49,6 +49,12 @@ class MixerEntry:
         read_options(self.cls, options).check(d_model)
 
     @property
+    def converts_from_attention(self) -> bool:
+        """Whether `layerzoo convert` can make this mixer from an attention layer: its class
+        defines options_from_attention and init_from_attention (layerzoo/mixers/from_attention.py)."""
+        return all(callable(getattr(self.cls, name, None)) for name in FROM_ATTENTION)
+
+    @property
     def summary(self) -> str:
         """First line of the class docstring."""
         return (inspect.getdoc(self.cls) or "").splitlines()[0] if self.cls.__doc__ else ""
@@ -68,10 +74,14 @@ def read_options(cls: type, options: dict[str, Any]) -> Any:
     return make_section(cls.Options, options)
 
 
+# What a mixer defines to be a target of `layerzoo convert`: both, or neither.
+FROM_ATTENTION = ("options_from_attention", "init_from_attention")
+
+
 def check_declaration(cls: type, test_options: dict[str, Any]) -> None:
     """A ValueError, at registration, for a mixer whose options are not declared as its Options'
     fields: a constructor with options of its own, an Options class that is not a dataclass, or
-    test options it does not declare."""
+    test options it does not declare; and for one that defines one of FROM_ATTENTION alone."""
     options = getattr(cls, "Options", None)
     if options is None or not dataclasses.is_dataclass(options) or (
             inspect.get_annotations(options) and "__dataclass_fields__" not in vars(options)):
@@ -84,6 +94,11 @@ def check_declaration(cls: type, test_options: dict[str, Any]) -> None:
     unknown = [name for name in test_options if name not in declared(options)]
     if unknown:
         raise ValueError(f"test_options of {cls.__qualname__} name undeclared options: {', '.join(unknown)}")
+    defined = [name for name in FROM_ATTENTION if callable(getattr(cls, name, None))]
+    if len(defined) == 1:
+        missing = next(name for name in FROM_ATTENTION if name not in defined)
+        raise ValueError(f"{cls.__qualname__} defines {defined[0]} but not {missing}: a target of layerzoo convert "
+                         "defines both")
 
 
 _REGISTRY: dict[str, MixerEntry] = {}
@@ -179,3 +194,14 @@ def list_mixers() -> list[str]:
     """
     ensure_builtins()
     return sorted(_REGISTRY)
+
+
+def list_targets() -> list[str]:
+    """Names of the registered mixers `layerzoo convert` can make from an attention layer, sorted.
+
+    Returns:
+        The names whose class defines options_from_attention and init_from_attention, the
+            built-ins and any the user registered, sorted.
+    """
+    ensure_builtins()
+    return sorted(name for name, entry in _REGISTRY.items() if entry.converts_from_attention)

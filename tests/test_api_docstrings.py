@@ -2,9 +2,9 @@
 parameter of the signature, and a `Returns:` section where the call returns something, as
 mkdocstrings (Google style) renders them.
 
-A class names its constructor's parameters in its own docstring (a mixer's are d_model and its
-declared options: its signature; the options, taken as **options, go under `Keyword Args:`; a
-state's fields under `Attributes:`). *args / **kwargs are named as such (`**options:`).
+A class names its constructor's parameters in its own docstring (a mixer's are d_model and
+**options, which point at its options table instead of copying it; a state's fields go under
+`Attributes:`). *args / **kwargs are named as such (`**options:`).
 """
 
 from __future__ import annotations
@@ -85,10 +85,11 @@ ENTRY_POINTS = [
     "layerzoo.specs.files:shipped_specs",
     "layerzoo.registry:get_mixer",
     "layerzoo.registry:list_mixers",
+    "layerzoo.registry:list_targets",
     "layerzoo.registry:register_mixer",
     "layerzoo.registry:unregister_mixer",
     "layerzoo.options.section:option",
-    "layerzoo.mixers.attention:set_window",
+    "layerzoo.mixers.window:set_window",
     # the models build returns
     "layerzoo.assemblies.causal_lm:CausalLM",
     "layerzoo.assemblies.causal_lm:CausalLM.forward",
@@ -243,9 +244,12 @@ def resolve(path: str):
 
 
 def parameters(path: str, obj) -> list[str]:
-    """The names the Args section must hold: the signature's, less self / cls."""
+    """The names the Args section must hold: the signature's, less self / cls (a mixer's
+    signature lists its options; its constructor takes them as **options)."""
     if path in PARAMETERS:
         return PARAMETERS[path](obj)
+    if is_mixer_class(path):
+        return ["d_model", "**options"]
     signature = inspect.signature(obj)
     names = []
     for parameter in signature.parameters.values():
@@ -291,38 +295,6 @@ def test_an_entry_point_documents_its_arguments_and_result(path):
             f"{path}: Returns: starts as `name:` or `name (type):`, which griffe reads as a named value")
 
 
-
-def entry_texts(lines: list[str]) -> dict[str, tuple[str, str]]:
-    """name -> (the type in its parentheses, or "", its text over all its lines) of a section's entries."""
-    found: dict[str, tuple[str, str]] = {}
-    name = None
-    for line in lines:
-        match = re.match(r"^(\*{0,2}\w+)(?:\s*\(([^)]*)\))?:\s*(.*)$", line)
-        if line and not line[0].isspace() and match:
-            name = match.group(1)
-            found[name] = (match.group(2) or "", match.group(3))
-        elif name is not None and line.strip():
-            kind, text = found[name]
-            found[name] = (kind, f"{text} {line.strip()}")
-    return found
-
-
-def documented_default(text: str):
-    """The default an option's entry states: `default X` or `X (default)`, X a Python literal."""
-    match = re.search(r"default (\S+?)[.;,]?(?:\s|$)", text) or re.search(r"(\S+) \(default\)", text)
-    assert match, f"no default in {text!r}"
-    return ast.literal_eval(match.group(1))
-
-
-def annotation_text(annotation) -> str:
-    """An annotation as Python writes it: int, int | None, tuple[int, ...]."""
-    if isinstance(annotation, str):
-        return annotation
-    if isinstance(annotation, type) and not typing.get_args(annotation):
-        return "None" if annotation is type(None) else annotation.__name__
-    return str(annotation).replace("typing.", "").replace("NoneType", "None")
-
-
 def is_mixer_class(path: str) -> bool:
     from layerzoo.mixers import Mixer
 
@@ -334,15 +306,16 @@ MIXER_CLASSES = [path for path in ENTRY_POINTS if is_mixer_class(path)]
 
 
 @pytest.mark.parametrize("path", MIXER_CLASSES)
-def test_a_mixers_documented_options_are_its_declarations(path):
-    """Each option a mixer's Keyword Args: list has its declared type and default (the docstrings
-    repeat what `layerzoo mixers NAME` prints, and must not drift from it)."""
+def test_a_mixers_docstring_points_at_its_options_table_and_copies_none(path):
+    """The options are declared once (their help is what `layerzoo mixers NAME` and docs/mixers.md
+    show); a docstring that listed them again would drift."""
     from layerzoo.options import declared
 
     cls = resolve(path)
-    documented = entry_texts(sections(inspect.getdoc(cls))["Keyword Args"])
-    for name, info in declared(cls.Options).items():
-        kind, text = documented[name]
-        assert kind == annotation_text(info.annotation), (
-            f"{path}: {name} is documented as ({kind}), declared {annotation_text(info.annotation)}")
-        assert documented_default(text) == info.default, f"{path}: {name}'s documented default is not {info.default!r}"
+    found = sections(inspect.getdoc(cls))
+    assert "Keyword Args" not in found, f"{path}: lists its options; point at `layerzoo mixers NAME` instead"
+    options = " ".join(found["Args"])
+    assert f"`layerzoo mixers {cls.registry_name}`" in options and "docs/mixers.md" in options, path
+    doc = inspect.getdoc(cls)
+    copied = [info.help for info in declared(cls.Options).values() if len(info.help.split()) > 3 and info.help in doc]
+    assert not copied, f"{path}: copies the help of its options: {copied}"

@@ -72,6 +72,7 @@ RUN = {
     ("docs/contract.md", "## Sequences of different lengths", "python"),
     ("docs/contract.md", "## One mixer in your own model", "python"),
     ("docs/own-mixer.md", "# Your own mixer", "python"), ("docs/own-mixer.md", "## What check_mixer checks", "python"),
+    ("docs/own-mixer.md", "## A target of `layerzoo convert`", "python"),
     ("docs/specs.md", "# Specs", "yaml"), ("docs/specs.md", "## Looking at a spec", "bash"),
     ("docs/specs.md", "## Building and running a model", "python"),
     ("docs/armt.md", "## From a spec", "python"), ("docs/armt.md", "## Around a pretrained model", "python"),
@@ -284,6 +285,27 @@ def test_the_convert_pages_commands_and_python_run_as_written(doc_world, monkeyp
     for index, block in enumerate(doc_blocks("convert.md", "python")):
         exec(compile(block, f"docs/convert.md (python block {index + 1})", "exec"), namespace)
     assert namespace["conversion"].converted == (0, 1, 2)
+
+
+def test_the_own_mixer_pages_conversion_target_converts_as_written(doc_world, monkeypatch):
+    enter(doc_world, "own-target", monkeypatch)
+    try:
+        namespace = run_blocks(page("own-mixer.md"), "# Your own mixer")
+        run_blocks(page("own-mixer.md"), "## A target of `layerzoo convert`", namespace)
+        conversion = namespace["conversion"]
+        assert conversion.converted == (0, 1, 2)
+        assert [type(block.mixer).__name__ for block in conversion.student.blocks] == ["EMAFromAttention"] * 3 + ["Attention"]
+    finally:
+        layerzoo.unregister_mixer("ema")
+        layerzoo.unregister_mixer("ema_from_attention")
+
+
+def test_the_convert_pages_targets_are_the_registrys():
+    pytest.importorskip("transformers")
+    from layerzoo.convert import list_targets
+
+    listed = re.search(r"list_targets\(\)`: (.+?), and \[your own", " ".join(page("convert.md").read_text().split())).group(1)
+    assert re.findall(r"`(\w+)`", listed) == list_targets()
 
 
 def test_the_distill_pages_commands_and_python_run_as_written(doc_world, monkeypatch, capsys):

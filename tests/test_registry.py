@@ -16,6 +16,11 @@ def test_builtin_mixers_are_registered():
     assert layerzoo.get_mixer("swa").options["window"].default == 128
 
 
+def test_the_conversion_targets_are_the_mixers_that_declare_how_they_start_from_attention():
+    assert layerzoo.list_targets() == ["attention", "gated_deltanet", "kda", "mamba2", "mlstm", "swa"]
+    assert not layerzoo.get_mixer("assoc_memory").converts_from_attention
+
+
 # Each in a fresh interpreter: which built-ins are loaded is per process.
 FRESH_IMPORTS = {
     "import layerzoo is light": "import sys, layerzoo; assert 'torch' not in sys.modules, 'torch imported'",

@@ -44,7 +44,7 @@ class CausalLM(nn.Module):
 
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.config = config
+        self.config = self._built_from = config
         self.embedding = nn.Embedding(config.vocab_size, config.d_model)
         with projection_init(config.projection_init, config.init_std):
             self.blocks = nn.ModuleList(
@@ -62,6 +62,11 @@ class CausalLM(nn.Module):
         nn.init.normal_(self.embedding.weight, std=self.config.init_std)
         if not self.config.tie_embeddings:
             nn.init.normal_(self.head.weight, std=self.config.init_std)
+
+    def refresh_config(self) -> None:
+        """`config` as the mixers run now, after `set_window` changed their options: the config the
+        model was built from, each layer's options its mixer's."""
+        self.config = self._built_from.with_layer_options([block.mixer.options for block in self.blocks])
 
     def repeated_blocks(self) -> list[nn.Module]:
         """The blocks: the units FSDP shards one by one (then the model itself) and training.compile

@@ -10,12 +10,22 @@
     distill_folder("out", "runs/distilled", "distill.yaml")  # `layerzoo distill`: distilled, as a folder
 
 Teachers: Llama (SmolLM2), Mistral, Qwen2, Qwen3 folders (config.json and safetensors, never
-their code) and layerzoo folders of attention layers. docs/convert.md has the mappings.
+their code) and layerzoo folders of attention layers. docs/convert.md has the mappings. Targets:
+the registered mixers that declare how they start from attention (`list_targets()`).
 """
 
+from typing import Any
+
+from ..registry import list_targets
 from .conversion import Conversion, convert
 from .distill import distill_folder
 from .errors import ConvertError
-from .pattern import TARGETS
 
-__all__ = ["Conversion", "ConvertError", "TARGETS", "convert", "distill_folder"]
+
+def __getattr__(name: str) -> Any:
+    if name == "TARGETS":  # no fixed tuple can list the targets: a user's registered mixer can be one
+        raise AttributeError("layerzoo.convert.TARGETS is now layerzoo.convert.list_targets(), read from the registry")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["Conversion", "ConvertError", "convert", "distill_folder", "list_targets"]

@@ -26,7 +26,6 @@ from ..specs import LayerConfig, MixerConfig, ModelConfig
 from ..tasks.text.cache import written_whole
 from .errors import ConvertError
 from .folder import TeacherFolder, read_json, tokenizer_files
-from .from_attention import initialise_from_attention
 from .pattern import read_pattern
 from .targets import student_options
 from .teacher import Teacher, read_teacher
@@ -119,7 +118,7 @@ def convert(teacher_folder: str | Path, pattern: Pattern, out: str | Path | None
     """Convert the causal LM in `teacher_folder` (a Hugging Face folder of a supported family, or a
     layerzoo folder of attention layers) by `pattern` (pattern.py: a rule string, a list of mixer
     names, a spec-like mapping or a YAML file); with `out`, save the student there too.
-    `seed` seeds the student's own initialisation (what from_attention leaves to it)."""
+    `seed` seeds the student's own initialisation (what init_from_attention leaves to it)."""
     folder = TeacherFolder.read(teacher_folder)
     teacher = read_teacher(folder)
     student_config, converted = student_model(teacher.model, pattern)
@@ -207,5 +206,6 @@ def copy_into_student(student: CausalLM, teacher: CausalLM, converted: tuple[int
         for name, tensor in student.state_dict().items():
             if not name.startswith(changed):
                 tensor.copy_(theirs[name])
-    for index in converted:
-        initialise_from_attention(student.blocks[index].mixer, teacher.blocks[index].mixer)
+    with torch.no_grad():
+        for index in converted:
+            student.blocks[index].mixer.init_from_attention(teacher.blocks[index].mixer)

@@ -23,11 +23,10 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from ..errors import did_you_mean, unknown_name_message
-from ..registry import list_mixers
+from ..registry import list_mixers, list_targets
 from ..specs import ModelConfig
 from .errors import ConvertError
 
-TARGETS = ("attention", "swa", "gated_deltanet", "mlstm", "mamba2", "kda")
 TEACHER_KEYS = ("d_model", "vocab_size", "n_layers")
 
 
@@ -146,17 +145,18 @@ def cycled(names: list[Any], n_layers: int) -> list[Any]:
 
 def resolve(names: list[Any], declared: dict[str, dict[str, Any]]) -> Plan:
     """Each named config's type and options: a declared one's, or a target's own name with none."""
-    known = {**dict.fromkeys(TARGETS), **declared}
+    targets = list_targets()
+    known = {**dict.fromkeys(targets), **declared}
     mixers = {}
     for name in dict.fromkeys(names):
         if not isinstance(name, str) or name not in known:
             raise ConvertError(f"pattern: {unknown_name_message('mixer', str(name), known)}")
         options = dict(declared.get(name, {}))
         kind = options.pop("type", name)
-        if kind in list_mixers() and kind not in TARGETS:
+        if kind in list_mixers() and kind not in targets:
             raise ConvertError(f"pattern: mixers.{name}: {kind!r} has no initialisation from attention "
-                               f"(targets: {', '.join(TARGETS)})")
-        if kind not in TARGETS:
-            raise ConvertError(f"pattern: mixers.{name}: {unknown_name_message('mixer type', str(kind), TARGETS)}")
+                               f"(targets: {', '.join(targets)})")
+        if kind not in targets:
+            raise ConvertError(f"pattern: mixers.{name}: {unknown_name_message('mixer type', str(kind), targets)}")
         mixers[name] = (kind, options)
     return Plan(tuple(names), mixers)

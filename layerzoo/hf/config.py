@@ -63,14 +63,22 @@ class LayerzooConfig(PretrainedConfig):
 
     def __post_init__(self, **kwargs: Any):
         if self.model_spec is not None:
-            model = self.model_config()  # a bad section fails here, in one line naming the key
-            self.vocab_size, self.hidden_size, self.num_hidden_layers = model.vocab_size, model.d_model, model.n_layers
-            self.tie_word_embeddings = model.tie_embeddings
-            self.num_attention_heads = attention_heads(model)
-            self.layer_types = [layer_type(layer.type) for layer in model.layers]
-            windows = [layer.options["window"] for layer in model.layers if layer_type(layer.type) == "sliding_attention"]
-            self.sliding_window = windows[0] if windows else None
+            self.derive(self.model_config())  # a bad section fails here, in one line naming the key
         super().__post_init__(**kwargs)
+
+    def derive(self, model: ModelConfig) -> None:
+        """The attributes transformers' tools read (vocab_size, ..., sliding_window), from `model`."""
+        self.vocab_size, self.hidden_size, self.num_hidden_layers = model.vocab_size, model.d_model, model.n_layers
+        self.tie_word_embeddings = model.tie_embeddings
+        self.num_attention_heads = attention_heads(model)
+        self.layer_types = [layer_type(layer.type) for layer in model.layers]
+        windows = [layer.options["window"] for layer in model.layers if layer_type(layer.type) == "sliding_attention"]
+        self.sliding_window = windows[0] if windows else None
+
+    def set_model(self, model: ModelConfig) -> None:
+        """model_spec, and the attributes derived from it, from `model` (a model's running config)."""
+        self.model_spec = model.to_dict()
+        self.derive(model)
 
     @classmethod
     def from_model_config(cls, model: ModelConfig, **kwargs: Any) -> LayerzooConfig:

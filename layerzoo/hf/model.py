@@ -36,8 +36,8 @@ from .errors import HFError
 from .weights import check_weight_shapes
 
 IGNORE_INDEX = -100  # labels not scored: transformers' and torch's convention
-# transformers 5.24 renamed `past_key_values` to `cache` (the outputs' field, generate's keyword):
-# use whichever this version has
+# The cache's name in the outputs and in generate's keywords: `cache` where this transformers has
+# it, else `past_key_values`.
 CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
@@ -137,6 +137,11 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
         if not allow_non_finite:
             check_finite(loaded[0] if isinstance(loaded, tuple) else loaded, pretrained_model_name_or_path)
         return loaded
+
+    def refresh_config(self) -> None:
+        """config's model_spec as the model runs now: `set_window` calls it after changing the SWA
+        layers and refreshing the CausalLM's config."""
+        self.config.set_model(self.model.config)
 
     def _initialize_weights(self, module: nn.Module, *args: Any, **kwargs: Any) -> None:
         """Each module through _init_weights once. transformers skips, for code outside it, a module
@@ -349,7 +354,7 @@ def check_attention_outputs(model: CausalLM, mask: torch.Tensor | None) -> None:
 
 
 # Arguments transformers' callers may pass that change nothing here: each row's position lives in
-# the states (cache_position, which older versions of generate pass), a decoder has no segments
+# the states (cache_position, which some versions of generate pass), a decoder has no segments
 # (token_type_ids, which tokenizers return), num_items_in_batch is read by the loss. Any other
 # argument (position_ids too: positions cannot be set from outside) is refused unless it is None
 # or False (an output this model does not give, asked off).

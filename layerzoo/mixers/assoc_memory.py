@@ -85,18 +85,8 @@ class AssociativeMemory(Mixer):
 
     Args:
         d_model: width of the input and output; divides by n_heads.
-        **options: the options below, by keyword; each left out takes its default.
-
-    Keyword Args:
-        segment_size (int): tokens per segment: each reads the memory as of its segment's start;
-            default 64.
-        d_mem (int): key width before the DPFP feature map, split over the heads, <= 2**16; default 64.
-        n_heads (int): heads, <= 2**12; d_mem and d_model must divide by it; default 1.
-        normalize (bool): divide each read by the normalizer z (ARMT's); default True.
-        zero_init_values (bool): start W_v at zero, so that a wrapped model starts unchanged;
-            default True.
-        backend (str): the associative memory kernel backend: "auto" (default), "reference" or
-            "vectorized".
+        **options: its options by keyword, each left out at its default: `layerzoo mixers assoc_memory`
+            prints them, and docs/mixers.md tables them.
 
     Raises:
         OptionError: d_mem or d_model does not divide by n_heads.

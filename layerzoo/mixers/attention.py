@@ -3,9 +3,8 @@ optionally an output gate (Qwen3-Next) and attention sinks (GPT-OSS)."""
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -20,10 +19,11 @@ from ..errors import OptionError
 from ..kernels import sliding_window_attention
 from ..kernels.sliding_window import BACKENDS as ATTENTION_BACKENDS, SINKS as SINK_BACKENDS
 from ..kernels.sliding_window.reference import sliding_window_attention_weights
-from ..options import check_value, option
+from ..options import option
 from ..registry import register_mixer
 from .attention_weights import record, recording
 from .base import Mixer, MixerOptions
+from .from_attention import TeacherAttention
 
 
 @dataclass
@@ -99,6 +99,8 @@ class CausalAttention(Mixer):
 
     packs_sequences = True
     Options = AttentionOptions
+    # Converted from a teacher's attention layer: its shape kept, these taken unless the pattern sets them.
+    defaults_from_attention = ("output_gate", "sinks", "backend")
 
     def __init__(self, d_model: int, **options: Any):
         super().__init__(d_model, **options)
@@ -106,7 +108,6 @@ class CausalAttention(Mixer):
         self.n_heads = config.n_heads
         self.n_kv_heads = config.n_kv_heads or config.n_heads
         self.head_dim = config.head_dim or d_model // config.n_heads
-        self.window = getattr(config, "window", None)
         self.backend = config.backend
         width, kv_width = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
         self.q_proj = Linear(d_model, width, bias=config.qkv_bias)
@@ -124,6 +125,39 @@ class CausalAttention(Mixer):
         if self.sink_logits is not None:
             with torch.no_grad():
                 self.sink_logits.zero_()
+
+    @property
+    def window(self) -> int | None:
+        """Keys each query attends to, itself included (None: all): the `window` option, which
+        `set_window` changes at run time."""
+        return getattr(self.options, "window", None)
+
+    @window.setter
+    def window(self, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__}.window is set by layerzoo.set_window(model, {value!r}), "
+                             "which also updates the model's options and config")
+
+    @classmethod
+    def options_from_attention(cls, teacher: TeacherAttention) -> dict[str, Any]:
+        """The teacher layer's shape: its heads, RoPE, biases and qk-norm."""
+        return {key: teacher.options[key] for key in ("n_heads", "n_kv_heads", "head_dim", "rope_theta", "qkv_bias",
+                                                      "qk_norm", "qk_norm_eps")}
+
+    def init_from_attention(self, attention: CausalAttention) -> None:
+        """Every tensor the two layers share (an output gate or sinks the teacher lacks keep their own init)."""
+        theirs = dict(attention.named_parameters())
+        for name, tensor in self.named_parameters():
+            if name in theirs:
+                tensor.copy_(theirs[name])
+
+    def head_projections(self) -> tuple[torch.Tensor, ...]:
+        """q_proj's weight (H D, d), k's and v's expanded to the H query heads (H D, d) each, as
+        grouped-query attention shares them (query head h reads key/value head h // (H / Hkv)),
+        and out_proj's (d, H D)."""
+        group = self.n_heads // self.n_kv_heads
+        k, v = self.kv_proj.weight.unflatten(0, (2, self.n_kv_heads, self.head_dim))
+        k, v = (heads.repeat_interleave(group, dim=0).flatten(0, 1) for heads in (k, v))
+        return self.q_proj.weight, k, v, self.out_proj.weight
 
     def mix(self, x: torch.Tensor, state: KVCache | None, cu_seqlens: torch.Tensor | None):
         if cu_seqlens is None and (state is None or state.lengths is None):
@@ -233,30 +267,12 @@ class CausalAttention(Mixer):
 class Attention(CausalAttention):
     """Full causal multi-head attention with grouped KV heads, RoPE, optional qk-norm, gate, sinks.
 
-    Shapes: x (B, T, d_model) -> (B, T, d_model); head_dim defaults to d_model // n_heads. The streaming
-    state is a KVCache of every token seen.
+    Shapes: x (B, T, d_model) -> (B, T, d_model). The streaming state is a KVCache of every token seen.
 
     Args:
         d_model: width of the input and output.
-        **options: the options below, by keyword; each left out takes its default.
-
-    Keyword Args:
-        n_heads (int): query heads; default 8.
-        n_kv_heads (int | None): key/value heads, dividing n_heads (grouped-query attention);
-            None (default): n_heads.
-        head_dim (int | None): channels per head, even (RoPE); None (default): d_model // n_heads.
-        rope_theta (float): RoPE base; default 10000.0.
-        qkv_bias (bool): biases on the query, key and value projections (Qwen2); default False.
-        qk_norm (bool): RMSNorm (a weight per channel) on each head's queries and keys, before RoPE
-            (Qwen3); default False.
-        qk_norm_eps (float): epsilon of the qk-norm RMSNorms; default 1e-6.
-        output_gate (bool): multiply the heads' output by sigmoid(gate_proj(x)) (Qwen3-Next);
-            default False.
-        sinks (bool): a learned sink logit per head in every softmax denominator (GPT-OSS); default
-            False.
-        backend (str): the `sliding_window_attention` backend: "auto" (default), "reference",
-            "chunkwise", "sdpa", "flex", "native" or "triton"; with sinks, "auto", "reference",
-            "chunkwise" or "sdpa".
+        **options: its options by keyword, each left out at its default: `layerzoo mixers attention`
+            prints them, and docs/mixers.md tables them.
 
     Raises:
         OptionError: head_dim (given, or d_model // n_heads) is odd or d_model does not divide by
@@ -271,34 +287,15 @@ class Attention(CausalAttention):
 class SlidingWindowAttention(CausalAttention):
     """Sliding-window causal attention: token t attends to tokens t-window+1 .. t.
 
-    `window` is a plain attribute: set `mixer.window = w` (or `layerzoo.set_window(model, w)`) to
-    train with stochastic windows or evaluate at another window without rebuilding. The streaming
+    `layerzoo.set_window(model, w)` changes the window of every SWA layer in a model at run time,
+    without a rebuild (stochastic window training, evaluation at another window). The streaming
     state keeps the last window-1 keys/values, so decoding runs in constant memory; after widening
     the window mid-stream, only what the old state kept is visible.
 
     Args:
         d_model: width of the input and output.
-        **options: the options below, by keyword; each left out takes its default.
-
-    Keyword Args:
-        n_heads (int): query heads; default 8.
-        n_kv_heads (int | None): key/value heads, dividing n_heads (grouped-query attention);
-            None (default): n_heads.
-        head_dim (int | None): channels per head, even (RoPE); None (default): d_model // n_heads.
-        rope_theta (float): RoPE base; default 10000.0.
-        qkv_bias (bool): biases on the query, key and value projections (Qwen2); default False.
-        qk_norm (bool): RMSNorm (a weight per channel) on each head's queries and keys, before RoPE
-            (Qwen3); default False.
-        qk_norm_eps (float): epsilon of the qk-norm RMSNorms; default 1e-6.
-        output_gate (bool): multiply the heads' output by sigmoid(gate_proj(x)) (Qwen3-Next);
-            default False.
-        sinks (bool): a learned sink logit per head in every softmax denominator (GPT-OSS); default
-            False.
-        backend (str): the `sliding_window_attention` backend: "auto" (default), "reference",
-            "chunkwise", "sdpa", "flex", "native" or "triton"; with sinks, "auto", "reference",
-            "chunkwise" or "sdpa".
-        window (int): keys each query attends to, itself included, >= 1; default 128. Settable at run
-            time (`mixer.window`, `set_window`).
+        **options: its options by keyword, each left out at its default: `layerzoo mixers swa`
+            prints them, and docs/mixers.md tables them.
 
     Raises:
         OptionError: head_dim (given, or d_model // n_heads) is odd or d_model does not divide by
@@ -307,46 +304,9 @@ class SlidingWindowAttention(CausalAttention):
 
     layer_type = "sliding_attention"
     Options = SlidingWindowOptions
+    defaults_from_attention = (*CausalAttention.defaults_from_attention, "window")  # a SWA teacher's window
 
 
 def sliding_window_layers(model: nn.Module) -> list[SlidingWindowAttention]:
     """Every sliding-window attention layer inside `model`, in module order."""
     return [module for module in model.modules() if isinstance(module, SlidingWindowAttention)]
-
-
-def set_window(model: nn.Module, window: int) -> int:
-    """Set the window of every sliding-window attention layer in `model`; returns how many.
-
-    The SWAX recipe samples a window per batch and evaluates at a test window other than the
-    training one; both are this call, no rebuild.
-
-    Args:
-        model: any module; every SlidingWindowAttention inside it (the module itself included) is set.
-        window: keys each query attends to, itself included: an int >= 1.
-
-    Returns:
-        How many layers were set (0 for a model without SWA layers).
-
-    Raises:
-        OptionError: `window` is not an int >= 1 (checked as the `window` option is).
-    """
-    window = check_value(SlidingWindowOptions, "window", window)
-    layers = sliding_window_layers(model)
-    for layer in layers:
-        layer.window = window
-    return len(layers)
-
-
-@contextlib.contextmanager
-def at_window(model: nn.Module, window: int | None) -> Iterator[None]:
-    """Inside the block every SWA layer of `model` runs at `window` (None: unchanged); each
-    layer's own window is restored on the way out."""
-    layers = sliding_window_layers(model)
-    saved = [layer.window for layer in layers]
-    if window is not None:
-        set_window(model, window)
-    try:
-        yield
-    finally:
-        for layer, old in zip(layers, saved):
-            layer.window = old

@@ -1,18 +1,8 @@
-"""The contract every token mixer follows.
-
-- `Cls(d_model, **options)`; `y = mixer(x)` maps (B, T, d_model) -> (B, T, d_model). The options
-  are declared once, as the fields of the class's `Options` dataclass (a MixerOptions); the
-  constructor checks them and keeps them as `mixer.options`.
-- Streaming: `y, state = mixer(x, state=state, return_state=True)`; `state=None` is the empty
-  state, the same as `mixer.init_state(batch_size)`. Any split of a sequence into pieces with the
-  state threaded through equals one call; decoding is pieces of length 1.
-- Variable lengths: `mixer(x, cu_seqlens=offsets)` takes sequences packed into one row (B = 1,
-  offsets [0, l1, l1 + l2, ...]); nothing crosses a boundary and the state has one row per
-  sequence. `mixer(x, attention_mask=mask)` takes a padded batch (mask (B, T), 1 at real tokens,
-  padding anywhere): its real tokens run packed, the padding changes no state and gets zeros out.
-- `mixer.state_size(seq_len)`: state elements per sequence after `seq_len` tokens.
-- States are small dataclasses of tensors returned to the caller, never module attributes, so a
-  mixer is re-entrant: the same module serves many independent streams.
+"""The contract every token mixer follows (docs/contract.md): `Cls(d_model, **options)`, its
+options the fields of its `Options`; `y = mixer(x)` and `y, state = mixer(x, state,
+return_state=True)` on (B, T, d_model), any split of a sequence into pieces equal to one call;
+padded and packed batches handled here, once for every mixer; states returned, never kept on the
+module.
 """
 
 from __future__ import annotations
@@ -34,16 +24,13 @@ from .states import concat_streams, select_streams
 
 @dataclass(frozen=True)
 class MixerOptions(Section):
-    """Base of a mixer's options: a frozen dataclass whose fields, declared with `option(default,
-    min=..., choices=..., help=...)`, are the options with their types, defaults, bounds and
-    descriptions. Made, it has checked each value against its field; `check(d_model)` checks the
-    combinations.
-    """
+    """Base of a mixer's options: a frozen dataclass of `option(...)` fields, each value checked
+    against its field when made; `check(d_model)` checks the combinations."""
 
     def check(self, d_model: int) -> None:
         """Raise OptionError(key, message) for options that cannot build a mixer of width d_model
-        (d_model not divisible by n_heads...). Cheap: allocates nothing. Specs call it to validate
-        a file without building the model; the constructor calls it once.
+        (d_model not divisible by n_heads...); allocates nothing, so a spec is checked without
+        building its model.
 
         Args:
             d_model: the width the mixer would be built at.
@@ -70,12 +57,14 @@ class OptionsSignature:
 
 class Mixer(nn.Module):
     """Base class of token mixers. Subclasses implement `mix`, `init_state`, `state_size`; the
-    base class's `forward` turns a padded batch into packed sequences for them.
+    base class's `forward` turns a padded batch into packed sequences for them. A target of
+    `layerzoo convert` also defines `options_from_attention` and `init_from_attention`
+    (mixers/from_attention.py).
 
     Args:
         d_model: the width of the input and output, a positive int.
-        **options: the options the class declares as fields of its `Options` (a MixerOptions),
-            by name; each left out takes its default. Kept, checked, as `mixer.options`.
+        **options: the fields of the class's `Options`, by name, each left out at its default;
+            kept, checked, as `mixer.options`.
 
     Raises:
         OptionError: d_model is not a positive int, an option is unknown (the message names the
@@ -102,10 +91,6 @@ class Mixer(nn.Module):
                 cu_seqlens: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None):
         """x: (B, T, d_model) -> y: (B, T, d_model), or (y, new_state) if return_state.
 
-        cu_seqlens: (N + 1,) offsets of N sequences packed into x (B = 1); state then has N rows.
-        attention_mask: (B, T), 1 at real tokens and 0 at padding; y is 0 at the padding.
-        Malformed arguments are one-line ValueErrors naming them, before any work.
-
         Args:
             x: (B, T, d_model) floating-point input in the weights' dtype (fp32 or bf16; fp64
                 too, as the reference checks run it); any B, T >= 0.
@@ -116,7 +101,7 @@ class Mixer(nn.Module):
             cu_seqlens: (N + 1,) int32 / int64 offsets [0, l1, l1 + l2, ..., T] of N sequences
                 packed into x (B = 1), on x's device; nothing crosses a boundary.
             attention_mask: (B, T) of 1 / True at real tokens and 0 / False at padding (anywhere
-                in a row); padding changes no state. Not with cu_seqlens.
+                in a row); padding changes no state and gets zeros out. Not with cu_seqlens.
 
         Returns:
             y (B, T, d_model) in x's dtype; with return_state, (y, new_state), the state after
@@ -124,8 +109,9 @@ class Mixer(nn.Module):
                 `init_state`'s.
 
         Raises:
-            ValueError: x is not a floating-point (B, T, d_model) tensor; the state's rows do not
-                match the sequences; cu_seqlens or attention_mask is malformed, or both are given.
+            ValueError: (one line, before any work) x is not a floating-point (B, T, d_model)
+                tensor; the state's rows do not match the sequences; cu_seqlens or attention_mask
+                is malformed, or both are given.
         """
         op = type(self).__name__
         check_x(op, x, self.d_model)
@@ -155,13 +141,11 @@ class Mixer(nn.Module):
     def mix(self, x: torch.Tensor, state: Any, cu_seqlens: torch.Tensor | None) -> tuple[torch.Tensor, Any]:
         """x: (B, T, d_model), state or None (empty) -> (y (B, T, d_model), new state).
 
-        cu_seqlens is None unless the class sets packs_sequences; then it may be the validated
-        offsets of N sequences packed into x (B = 1), and the state has N rows.
-
         Args:
             x: (B, T, d_model), already checked by `forward`.
             state: the state to continue, or None (empty).
-            cu_seqlens: None, or (N + 1,) validated offsets (only where packs_sequences).
+            cu_seqlens: None, or (only where the class sets packs_sequences) the validated (N + 1,)
+                offsets of N sequences packed into x (B = 1); the state then has N rows.
 
         Returns:
             The pair (y, new_state): y (B, T, d_model) in x's dtype; the state after the last token.

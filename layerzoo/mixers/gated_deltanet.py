@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +29,10 @@ from ..options import option
 from ..registry import register_mixer
 from .base import Mixer, MixerOptions
 from .decay_gates import init_decay_rate, init_time_step_bias
+from .from_attention import TeacherAttention, identity, slow_decay_bias
+
+if TYPE_CHECKING:
+    from .attention import CausalAttention
 
 
 @dataclass
@@ -119,6 +123,22 @@ class DeltaRuleLayer(Mixer):
         v = v.unflatten(-1, (self.n_heads, self.head_v_dim))
         return q, k, v, GatedDeltaNetState(q_conv, k_conv, v_conv, state.recurrent)
 
+    @classmethod
+    def options_from_attention(cls, teacher: TeacherAttention) -> dict[str, Any]:
+        """q, k, v, o of the teacher's H heads of width D."""
+        return {"n_heads": teacher.n_heads, "head_dim": teacher.head_dim, "expand_v": 1.0}
+
+    def init_from_attention(self, attention: CausalAttention) -> None:
+        """q, k, v, o from attention's; identity convolutions; beta = sigmoid(0) = 1/2; A = 1. The
+        subclass adds its decay, slow and input-independent."""
+        q, k, v, o = attention.head_projections()
+        for target, source in ((self.q_proj, q), (self.k_proj, k), (self.v_proj, v), (self.o_proj, o)):
+            target.weight.copy_(source)
+        for conv in (self.q_conv1d, self.k_conv1d, self.v_conv1d):
+            identity(conv)
+        self.b_proj.weight.zero_()
+        self.A_log.zero_()
+
     @staticmethod
     def _short_conv(conv: ShortConvolution | None, x: torch.Tensor, cache: torch.Tensor | None,
                     cu_seqlens: torch.Tensor | None):
@@ -161,27 +181,14 @@ class GatedDeltaNet(DeltaRuleLayer):
     """Gated DeltaNet: a decaying delta-rule memory per head, constant state, chunkwise-parallel.
 
     Shapes: x (B, T, d_model) -> (B, T, d_model). head_dim (the key width K) defaults to
-    d_model // n_heads; values are expand_v times wider. With the defaults the layer holds about
-    8 d_model^2 weights; fla's configurations (head_dim 256, e.g. 6 heads at d_model 2048) give
-    n_heads * head_dim = 0.75 d_model, about 6 d_model^2. `backend` and `chunk_size` go to
+    d_model // n_heads; values are expand_v times wider. `backend` and `chunk_size` go to
     `gated_delta_rule`; its "auto" runs single-token steps (decoding) as one recurrent step.
     The streaming state is a GatedDeltaNetState (see `init_state`).
 
     Args:
         d_model: width of the input and output.
-        **options: the options below, by keyword; each left out takes its default.
-
-    Keyword Args:
-        n_heads (int): heads; default 4.
-        head_dim (int | None): key width per head; None (default): d_model // n_heads.
-        expand_v (float): value width per head: expand_v * head_dim; default 2.0.
-        use_short_conv (bool): short causal convolutions with SiLU on q, k and v (else SiLU alone);
-            default True.
-        conv_size (int): width of the short convolutions; default 4.
-        norm_eps (float): epsilon of the output RMSNorm; default 1e-5.
-        chunk_size (int): chunk length of the chunkwise kernel; default 64.
-        backend (str): the `gated_delta_rule` kernel backend: "auto" (default), "reference",
-            "chunkwise" or "fla".
+        **options: its options by keyword, each left out at its default: `layerzoo mixers gated_deltanet`
+            prints them, and docs/mixers.md tables them.
 
     Raises:
         OptionError: d_model does not divide by n_heads (without head_dim), or head_dim *
@@ -211,6 +218,12 @@ class GatedDeltaNet(DeltaRuleLayer):
         """Mamba-2's gate init (decay_gates.py): A ~ U(0, 16); dt log-uniform in [1e-3, 0.1]."""
         init_decay_rate(self.A_log, 0, 16)
         init_time_step_bias(self.dt_bias)
+
+    def init_from_attention(self, attention: CausalAttention) -> None:
+        """As DeltaRuleLayer's, and the decay g = -softplus(dt_bias) per head, its input projection zero."""
+        super().init_from_attention(attention)
+        self.a_proj.weight.zero_()
+        self.dt_bias.copy_(slow_decay_bias(self.n_heads))
 
     def mix(self, x: torch.Tensor, state: GatedDeltaNetState | None, cu_seqlens: torch.Tensor | None):
         q, k, v, state = self.read_inputs(x, state, cu_seqlens)

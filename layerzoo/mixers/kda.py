@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -30,7 +30,14 @@ from ..kernels.kda import BACKENDS, kda
 from ..options import option
 from ..registry import register_mixer
 from .decay_gates import init_decay_rate
+from .from_attention import slow_decay_bias
 from .gated_deltanet import DeltaRuleLayer, GatedDeltaNetOptions, GatedDeltaNetState
+
+if TYPE_CHECKING:
+    from .attention import CausalAttention
+
+# Converted from attention, the output gate sigmoid(g_proj x) starts input-independent at sigmoid(3) = 0.95: open.
+OPEN_GATE_BIAS = 3.0
 
 
 @dataclass(frozen=True)
@@ -45,24 +52,14 @@ class KimiDeltaAttention(DeltaRuleLayer):
 
     Shapes: x (B, T, d_model) -> (B, T, d_model). head_dim (the key width K) defaults to
     d_model // n_heads; values are expand_v times wider. The low-rank decay and output-gate
-    projections go through head_v_dim channels. Kimi Linear's configuration is head_dim 128,
-    expand_v 1. `backend` and `chunk_size` go to `kda`; its "auto" runs single-token steps
-    (decoding) as one recurrent step. The streaming state is a GatedDeltaNetState (see `init_state`).
+    projections go through head_v_dim channels. `backend` and `chunk_size` go to `kda`; its "auto"
+    runs single-token steps (decoding) as one recurrent step. The streaming state is a
+    GatedDeltaNetState (see `init_state`).
 
     Args:
         d_model: width of the input and output.
-        **options: the options below, by keyword; each left out takes its default.
-
-    Keyword Args:
-        n_heads (int): heads; default 4.
-        head_dim (int | None): key width per head; None (default): d_model // n_heads.
-        expand_v (float): value width per head: expand_v * head_dim; default 1.0.
-        use_short_conv (bool): short causal convolutions with SiLU on q, k and v (else SiLU alone);
-            default True.
-        conv_size (int): width of the short convolutions; default 4.
-        norm_eps (float): epsilon of the output RMSNorm; default 1e-5.
-        chunk_size (int): chunk length of the chunkwise kernel; default 64.
-        backend (str): the `kda` kernel backend: "auto" (default), "reference", "chunkwise" or "fla".
+        **options: its options by keyword, each left out at its default: `layerzoo mixers kda`
+            prints them, and docs/mixers.md tables them.
 
     Raises:
         OptionError: d_model does not divide by n_heads (without head_dim), or head_dim *
@@ -93,6 +90,15 @@ class KimiDeltaAttention(DeltaRuleLayer):
         """fla's KDA init: A ~ U(1, 16) per head (decay_gates.py), dt_bias = 0 per key channel."""
         init_decay_rate(self.A_log, 1, 16)
         nn.init.zeros_(self.dt_bias)
+
+    def init_from_attention(self, attention: CausalAttention) -> None:
+        """As DeltaRuleLayer's; the decay per key channel from f_proj, input-independent (its
+        up-projection zero), each head's slow dt on all its channels; the output gate open."""
+        super().init_from_attention(attention)
+        self.f_proj[1].weight.zero_()
+        self.dt_bias.copy_(slow_decay_bias(self.n_heads).repeat_interleave(self.head_dim))
+        self.g_proj[1].weight.zero_()
+        self.g_proj[1].bias.fill_(OPEN_GATE_BIAS)
 
     def mix(self, x: torch.Tensor, state: GatedDeltaNetState | None, cu_seqlens: torch.Tensor | None):
         q, k, v, state = self.read_inputs(x, state, cu_seqlens)

@@ -18,7 +18,7 @@ checkpoints map over (conv weights squeezed to (channels, width)).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +34,10 @@ from ..options import option
 from ..registry import register_mixer
 from .base import Mixer, MixerOptions
 from .decay_gates import init_decay_rate, init_time_step_bias
+from .from_attention import TeacherAttention, identity, slow_decay_bias
+
+if TYPE_CHECKING:
+    from .attention import CausalAttention
 
 
 @dataclass
@@ -81,26 +85,14 @@ class Mamba2(Mixer):
 
     Shapes: x (B, T, d_model) -> (B, T, d_model). d_inner = expand * d_model channels make
     d_inner // head_dim heads; B and C (d_state wide) are shared by the heads of each of
-    n_groups groups. The defaults are Mamba-2's (head_dim 64, d_state 128, expand 2, conv 4,
-    one group): about 6 d_model^2 weights. dt_min, dt_max: the range of the initial step.
-    `backend` and `chunk_size` go to `ssd`; its "auto" runs single-token steps (decoding) as one
-    recurrent step. The streaming state is a Mamba2State (see `init_state`).
+    n_groups groups. The defaults are Mamba-2's. `backend` and `chunk_size` go to `ssd`; its
+    "auto" runs single-token steps (decoding) as one recurrent step. The streaming state is a
+    Mamba2State (see `init_state`).
 
     Args:
         d_model: width of the input and output.
-        **options: the options below, by keyword; each left out takes its default.
-
-    Keyword Args:
-        head_dim (int): channels per head; the heads are expand * d_model // head_dim; default 64.
-        d_state (int): width of B and C: the state is (d_state, head_dim) per head; default 128.
-        expand (int): inner width d_inner = expand * d_model; default 2.
-        n_groups (int): groups of heads sharing one B and C (and one norm group); default 1.
-        conv_size (int): width of the short convolution over x, B and C; default 4.
-        dt_min (float): lower end of the initial time step's log-uniform range; default 1e-3.
-        dt_max (float): upper end of the initial time step's log-uniform range; default 0.1.
-        norm_eps (float): epsilon of the gated RMSNorm; default 1e-5.
-        chunk_size (int): chunk length of the chunkwise kernel; default 64.
-        backend (str): the `ssd` kernel backend: "auto" (default), "reference", "chunkwise" or "fla".
+        **options: its options by keyword, each left out at its default: `layerzoo mixers mamba2`
+            prints them, and docs/mixers.md tables them.
 
     Raises:
         OptionError: expand * d_model does not divide by head_dim, the heads do not divide by
@@ -134,6 +126,31 @@ class Mamba2(Mixer):
         init_decay_rate(self.A_log, 1, 16)
         init_time_step_bias(self.dt_bias, self.dt_min, self.dt_max)
         nn.init.ones_(self.D)
+
+    @classmethod
+    def options_from_attention(cls, teacher: TeacherAttention) -> dict[str, Any]:
+        """x of the teacher's H heads of width D, B and C one group per head: d_inner = H D, an
+        integer multiple of d_model."""
+        if teacher.width % teacher.d_model:
+            raise OptionError("expand", f"mamba2's inner width is expand * d_model, an integer multiple of d_model "
+                                        f"{teacher.d_model}; the teacher's heads are {teacher.n_heads} x "
+                                        f"{teacher.head_dim} = {teacher.width} wide")
+        return {"head_dim": teacher.head_dim, "d_state": teacher.head_dim, "n_groups": teacher.n_heads,
+                "expand": teacher.width // teacher.d_model}
+
+    def init_from_attention(self, attention: CausalAttention) -> None:
+        """Mamba-in-the-Llama's mapping: x <- v, B <- k, C <- q, out <- o; the convolution the
+        identity; dt input-independent and slow (A = 1); z and D their own."""
+        q, k, v, o = attention.head_projections()
+        _, x, B, C, dt = self.in_proj.weight.split([self.d_inner] * 4 + [self.n_heads])
+        x.copy_(v)
+        B.copy_(k)
+        C.copy_(q)
+        dt.zero_()
+        self.out_proj.weight.copy_(o)
+        identity(self.conv1d)
+        self.A_log.zero_()
+        self.dt_bias.copy_(slow_decay_bias(self.n_heads))
 
     def mix(self, x: torch.Tensor, state: Mamba2State | None, cu_seqlens: torch.Tensor | None):
         streams = x.shape[0] if cu_seqlens is None else len(cu_seqlens) - 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
@@ -17,6 +17,10 @@ from ..kernels.mlstm import BACKENDS, MLSTMState, mlstm
 from ..options import option
 from ..registry import register_mixer
 from .base import Mixer, MixerOptions
+from .from_attention import TeacherAttention
+
+if TYPE_CHECKING:
+    from .attention import CausalAttention
 
 
 @dataclass(frozen=True)
@@ -45,31 +49,18 @@ class MLSTM(Mixer):
     Shapes: x (B, T, d_model) -> (B, T, d_model). Per head, q and k have
     Dk = qk_dim_factor * d_model / n_heads channels, v and the output gate Dv = v_dim_factor *
     d_model / n_heads. The input and forget gate pre-activations (one per head, with bias) are
-    soft-capped to +-gate_soft_cap (None: uncapped); h is normalised per head (LayerNorm, weight
-    only), times sigmoid(output gate), then projected back to d_model.
+    soft-capped; h is normalised per head (LayerNorm, weight only), times sigmoid(output gate),
+    then projected back to d_model.
 
     The streaming state is an MLSTMState (C, n, m) in fp32, constant in size: pieces of several
     tokens run the chunkwise kernel from the carried state, single tokens (with backend "auto")
-    one step of the reference loop.
-    Init follows xLSTM-7B: gate weights zero, forget-gate bias linspace(3, 6) over heads (slow to
-    forget), input-gate bias -10 (small writes until trained).
+    one step of the reference loop. Init follows xLSTM-7B: gate weights zero, forget-gate bias
+    linspace(3, 6) over heads (slow to forget), input-gate bias -10 (small writes until trained).
 
     Args:
         d_model: width of the input and output.
-        **options: the options below, by keyword; each left out takes its default.
-
-    Keyword Args:
-        n_heads (int): heads; the q/k and v widths must divide by it; default 4.
-        qk_dim_factor (float): q and k width: qk_dim_factor * d_model, split over the heads;
-            default 0.5.
-        v_dim_factor (float): v and output-gate width: v_dim_factor * d_model, split over the heads;
-            default 1.0.
-        gate_soft_cap (float | None): soft cap of the input and forget gate pre-activations;
-            None: uncapped; default 15.0.
-        chunk_size (int): chunk length of the chunkwise kernel; default 64.
-        backend (str): the `mlstm` kernel backend: "auto" (default), "reference", "chunkwise" or
-            "triton".
-        norm_eps (float): epsilon of the per-head output LayerNorm; default 1e-6.
+        **options: its options by keyword, each left out at its default: `layerzoo mixers mlstm`
+            prints them, and docs/mixers.md tables them.
 
     Raises:
         OptionError: qk_dim_factor * d_model or v_dim_factor * d_model is not a positive integer,
@@ -105,6 +96,21 @@ class MLSTM(Mixer):
             self.gate_proj.weight.zero_()
             self.gate_proj.bias[:self.n_heads] = -10.0
             self.gate_proj.bias[self.n_heads:] = torch.linspace(3.0, 6.0, self.n_heads)
+
+    @classmethod
+    def options_from_attention(cls, teacher: TeacherAttention) -> dict[str, Any]:
+        """q, k, v of the teacher's H heads of width D: qk and v widths H D."""
+        factor = teacher.width / teacher.d_model
+        return {"n_heads": teacher.n_heads, "qk_dim_factor": factor, "v_dim_factor": factor}
+
+    def init_from_attention(self, attention: CausalAttention) -> None:
+        """q, k, v into in_proj, o into out_proj; the output gate's rows and the input and forget
+        gates keep the layer's own init (slow to forget, small writes)."""
+        q, k, v, o = attention.head_projections()
+        q_rows, k_rows, v_rows, _ = self.in_proj.weight.split(self.widths)
+        for rows, source in ((q_rows, q), (k_rows, k), (v_rows, v)):
+            rows.copy_(source)
+        self.out_proj.weight.copy_(o)
 
     def mix(self, x: torch.Tensor, state: MLSTMState | None, cu_seqlens: torch.Tensor | None):
         q, k, v, output_gate = self.in_proj(x).split(self.widths, dim=-1)

@@ -6,8 +6,9 @@ ModelConfig alone describes the architecture; `CausalLM(config)` builds it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,28 @@ class ModelConfig:
     @property
     def n_layers(self) -> int:
         return len(self.layers)
+
+    def with_layer_options(self, options: Sequence[Any]) -> ModelConfig:
+        """This config with layer i's options read from options[i] (an object with an attribute per
+        option: its mixer's `options`). A named mixer config takes a value that changed when every
+        layer of its name has it; a layer that differs keeps its own (an override). Itself when
+        nothing changed."""
+        layers = []
+        for layer, given in zip(self.layers, options):
+            changed = {key: getattr(given, key) for key, value in layer.options.items() if getattr(given, key) != value}
+            layers.append(dataclasses.replace(layer, options={**layer.options, **changed}) if changed else layer)
+        if all(new is old for new, old in zip(layers, self.layers)):
+            return self
+        mixers = {}
+        for name, mixer in self.mixers.items():
+            named = [(old.options, new.options) for old, new in zip(self.layers, layers) if old.name == name]
+            taken = {}
+            for key in {key for old, new in named for key in new if new[key] != old[key]}:
+                values = [new[key] for _, new in named]
+                if all(value == values[0] for value in values):
+                    taken[key] = values[0]
+            mixers[name] = dataclasses.replace(mixer, options={**mixer.options, **taken}) if taken else mixer
+        return dataclasses.replace(self, layers=tuple(layers), mixers=mixers)
 
     def to_dict(self) -> dict[str, Any]:
         """The spec `model:` section that resolves back to exactly this config."""

@@ -16,7 +16,7 @@ from .yaml_errors import syntax_error_line
 
 KeyPath = tuple  # ("model", "mixers", "swa", "window")
 
-# libyaml's parser when PyYAML has it (its wheels do): the same safe loading, several times faster.
+# libyaml's parser when PyYAML has it (its wheels do): the same safe loading, faster.
 SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 

@@ -68,7 +68,7 @@ class HFBackbone(Backbone):
     def __init__(self, model: nn.Module):
         super().__init__(model, find_decoder_layers(model), model.get_input_embeddings().embedding_dim,
                          getattr(model.config, "max_position_embeddings", None))
-        # Newer transformers name the cache argument `cache`, older ones `past_key_values`: take either.
+        # transformers names the cache argument `cache` or `past_key_values`, by version: take either.
         self.cache_argument = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
     def run(self, embeds, cache, offset, use_cache):

@@ -90,7 +90,6 @@ class ARMT(nn.Module):
         self.backbone = backbone_for(base)  # views into `base`; the module itself is registered below
         self.base = base
         self.armt_config = config
-        self.config = base.config  # the base model's, as on a transformers model (vocab_size etc.)
         self.segment_size = config.segment_size
         self.num_mem_tokens = config.num_mem_tokens
         self.truncate_segments = config.truncate_segments
@@ -113,6 +112,11 @@ class ARMT(nn.Module):
         install_memory_hooks(self.backbone.layers, {index: self.memories[str(index)] for index in self.memory_layers},
                              owner=self.memories)
         self.reset_parameters()
+
+    @property
+    def config(self) -> Any:
+        """The base model's config, as on a transformers model (vocab_size etc.)."""
+        return self.base.config
 
     def reset_parameters(self) -> None:
         """The ARMT's own init, after its modules': memory tokens N(0, 0.02^2), drawn in fp32.
