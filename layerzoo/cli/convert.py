@@ -14,9 +14,10 @@ patterns (which mixer each of the teacher's layers becomes):
   swa                               every layer sliding-window attention (--set swa.window=512)
   hybrid.yaml                       a spec file's model: section: mixers (name: {type, options}) and pattern
                                     or layers; d_model, vocab_size and n_layers are the teacher's
-targets: attention (kept), swa, gated_deltanet, mlstm, mamba2, kda. Their head counts and widths
-come from the teacher's attention, whose weights initialise them (docs/convert.md); other options
-keep their defaults unless --set. The output folder holds the student, the teacher's tokenizer
+targets: the registered mixers that declare how they start from an attention layer, your own
+too (`layerzoo mixers --targets` lists them; attention is kept). Their head counts and widths come
+from the teacher's attention, whose weights initialise them (docs/convert.md); other options keep
+their defaults unless --set. The output folder holds the student, the teacher's tokenizer
 and conversion.json."""
 
 

@@ -8,13 +8,19 @@ import argparse
 def add_parser(commands, name: str) -> None:
     parser = commands.add_parser(name, help="list registered mixers, or one mixer's options")
     parser.add_argument("name", nargs="?", help="a registered mixer: print its options (type, default, bounds, description)")
-    parser.add_argument("--markdown", action="store_true", help="print the options tables as Markdown (the docs' tables)")
+    shown = parser.add_mutually_exclusive_group()
+    shown.add_argument("--markdown", action="store_true", help="print the options tables as Markdown (the docs' tables)")
+    shown.add_argument("--targets", action="store_true",
+                       help="list the mixers `layerzoo convert` can make from a teacher's attention layers")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..options import markdown_table, option_rows, text_table
-    from ..registry import get_mixer, list_mixers
+    from ..registry import get_mixer, list_mixers, list_targets
 
+    if args.targets:
+        print("\n".join(list_targets()))
+        return 0
     names = [args.name] if args.name else list_mixers()
     entries = [get_mixer(name) for name in names]  # an unknown name fails here, naming the closest
     if args.markdown:

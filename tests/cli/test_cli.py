@@ -23,6 +23,14 @@ def test_mixers_lists_the_mixers_and_one_mixers_options(capsys):
     assert rows["backend"][1:3] == ["str", "auto"]
 
 
+def test_mixers_targets_are_the_registrys(capsys):
+    from layerzoo.registry import list_targets
+
+    assert main(["mixers", "--targets"]) == 0
+    targets = capsys.readouterr().out.split()
+    assert targets == list_targets() and {"swa", "gated_deltanet"} <= set(targets) and "assoc_memory" not in targets
+
+
 def test_describe_shows_layers_parameters_and_state(capsys):
     assert main(["describe", "swa-full-tiny", "--seq-len", "100"]) == 0
     out = capsys.readouterr().out
