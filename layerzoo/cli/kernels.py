@@ -24,13 +24,14 @@ def run(args: argparse.Namespace) -> int:
 
     if args.action == "build":
         return build(KERNELS, args.jobs)
-    rows = [("compiled CPU kernel", "built", "folder")]
-    rows += [(kernel.what, "yes" if kernel.built() else "no", str(kernel.build_directory())) for kernel in KERNELS]
-    width = [max(len(row[i]) for row in rows) for i in range(2)]
+    rows = [("compiled CPU kernel", "backend", "built", "folder")]
+    rows += [(kernel.what, f"{kernel.family} native", "yes" if kernel.built() else "no", str(kernel.build_directory()))
+             for kernel in KERNELS]
+    width = [max(len(row[i]) for row in rows) for i in range(3)]
     for row in rows:
-        print(f"{row[0]:<{width[0]}}  {row[1]:<{width[1]}}  {row[2]}")
+        print("  ".join(cell.ljust(size) for cell, size in zip(row, width)) + f"  {row[3]}")
     print(f"\nfolders of the Python environment {sys.prefix}; each kernel is built on first use, or all at once "
-          "by `layerzoo kernels build`")
+          "by `layerzoo kernels build`; backend=\"native\" runs it (\"auto\" does on the CPU where it builds)")
     return 0
 
 

@@ -133,13 +133,13 @@ def test_layerzoo_kernels_lists_them_and_kernels_build_reports_each(tmp_path, mo
         assert main(["kernels"]) == 0
         return [row.split() for row in capsys.readouterr().out.splitlines()[1:3]]
 
-    assert listed() == [["toy", "0", "no", str(toys[0].build_directory())], ["toy", "1", "no", str(toys[1].build_directory())]]
+    assert listed() == [["toy", str(i), "toy", "native", "no", str(toy.build_directory())] for i, toy in enumerate(toys)]
     assert main(["kernels", "build", "--jobs", "2"]) == 0
     captured = capsys.readouterr()
     lines = captured.out.splitlines()
     assert lines[0] == "building 2 compiled CPU kernels, 2 at a time (a minute or two each): toy 0, toy 1", lines
     assert sorted(lines[1:]) == ["toy 0: built in 0 s", "toy 1: built in 0 s"] and captured.err == ""
-    assert [row[2] for row in listed()] == ["yes", "yes"]
+    assert [row[4] for row in listed()] == ["yes", "yes"]
     assert main(["kernels", "build"]) == 0
     assert sorted(capsys.readouterr().out.splitlines()) == ["toy 0: already built", "toy 1: already built"]
     assert main(["kernels", "build", "--jobs", "0"]) == 2 and "--jobs must be >= 1" in capsys.readouterr().err

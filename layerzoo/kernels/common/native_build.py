@@ -48,6 +48,7 @@ class CompiledOps:
     stay out of graphs.
     """
 
+    family: str
     name: str
     what: str
     load: Callable[[], Any]
@@ -86,7 +87,7 @@ def compiled_ops(family: str, sources: list[Path], headers: list[Path], what: st
     def enabled() -> bool:
         return not turned_off() and load() is not None
 
-    return CompiledOps(name, what, load, enabled)
+    return CompiledOps(family, name, what, load, enabled)
 
 
 def turned_off() -> bool:
