@@ -193,6 +193,7 @@ ENTRY_POINTS = [
     "layerzoo.testing.conformance:check_padding",
     "layerzoo.testing.conformance:check_packing",
     "layerzoo.testing.conformance:check_dtypes",
+    "layerzoo.testing.conformance:check_precision",
     "layerzoo.testing.kernels:KernelCase",
     "layerzoo.testing.kernels:KernelFamily",
     "layerzoo.testing.kernels:kernel_cases",
@@ -212,6 +213,12 @@ ENTRY_POINTS = [
     "layerzoo.testing.strategies:sequence_splits",
     "layerzoo.testing.strategies:mixer_inputs",
     "layerzoo.testing.strategies:mixer_specs",
+    # training's loop and evaluation's functions
+    "layerzoo.training.loop.loop:run_loop",
+    "layerzoo.training.loop.loop:LoopSettings",
+    "layerzoo.evaluation.scoring:evaluate",
+    "layerzoo.evaluation.run_report:report_run",
+    "layerzoo.evaluation.run_report:train_and_report",
     # layerzoo.hf (needs transformers)
     "layerzoo.hf.config:LayerzooConfig",
     "layerzoo.hf.config:LayerzooConfig.from_model_config",

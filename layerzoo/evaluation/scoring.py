@@ -44,7 +44,8 @@ def evaluate(paths: Sequence[str | Path], settings: EvalSettings | None = None, 
 
     Args:
         paths: training run, checkpoint, distill run or model folders.
-        settings: an EvalSettings; or its fields as keyword arguments (`metric="perplexity"`,
+        settings: an EvalSettings (None: made of `options`).
+        **options: EvalSettings' fields as keyword arguments (`metric="perplexity"`,
             `lengths=[256, 1024]`, ...), each checked against its declaration.
 
     Returns:

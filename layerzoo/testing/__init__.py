@@ -7,7 +7,7 @@ Needs the `test` extra (hypothesis).
 
 from .conformance import (
     check_batch_independence, check_causality, check_dtypes, check_empty_inputs, check_gradients, check_packing,
-    check_padding, check_reentrant, check_reference, check_shapes, check_state_contract, check_state_size,
+    check_padding, check_precision, check_reentrant, check_reference, check_shapes, check_state_contract, check_state_size,
     check_streaming, make_mixer, padded_batch, prefill_then_decode, run_in_pieces, state_numel,
 )
 from .kernels import (
@@ -16,17 +16,17 @@ from .kernels import (
     check_kernel_streaming, kernel_cases, packed_cases,
 )
 from .mixer_suite import check_mixer
-from .reports import Report
+from .reports import CheckSkipped, Report
 from .strategies import mixer_inputs, mixer_specs, sequence_splits
 from .suites import kernel_test, mixer_test
 from .tolerances import TOLERANCES, assert_close, relative_rms_error
 
 __all__ = [
-    "KernelCase", "KernelFamily", "Report", "TOLERANCES", "assert_close", "check_batch_independence",
+    "CheckSkipped", "KernelCase", "KernelFamily", "Report", "TOLERANCES", "assert_close", "check_batch_independence",
     "check_causality", "check_dtypes", "check_empty_inputs", "check_gradients", "check_kernel_bad_inputs",
     "check_kernel_bad_offsets", "check_kernel_empty_inputs", "check_kernel_family", "check_kernel_gradients",
     "check_kernel_layouts", "check_kernel_packed", "check_kernel_reference", "check_kernel_streaming", "check_mixer",
-    "check_packing", "check_padding", "check_reentrant", "check_reference", "check_shapes", "check_state_contract",
+    "check_packing", "check_padding", "check_precision", "check_reentrant", "check_reference", "check_shapes", "check_state_contract",
     "check_state_size", "check_streaming", "kernel_cases", "kernel_test", "make_mixer", "mixer_inputs", "mixer_specs", "mixer_test",
     "packed_cases", "padded_batch", "prefill_then_decode", "relative_rms_error", "run_in_pieces", "sequence_splits",
     "state_numel",

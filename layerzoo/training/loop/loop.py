@@ -42,12 +42,21 @@ from .schedules import WindowSchedule, learning_rate
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """How long and how the loop runs: `steps` optimizer steps of `batch_size` sequences of
-    `seq_len` tokens (a curriculum may change seq_len per step); a record every `log_every`
-    steps, a held-out measure every `eval_every` (None: at the last step only), a checkpoint
-    every `checkpoint_every` (None: at the last) keeping the newest `keep_checkpoints` (None:
-    all). `lr_key`: the setting a diverged run is told to lower; `name`: a stage's, on the
-    progress bar and in the interrupt's message; `tensorboard`: records mirrored there too."""
+    """How long and how the loop runs.
+
+    Args:
+        steps: optimizer steps.
+        batch_size: sequences a step (for the tokens logged).
+        seq_len: tokens a sequence (a curriculum may change it per step).
+        optimizer: AdamW's settings and the learning-rate schedule.
+        log_every: steps between metrics.jsonl records (the last step is always logged).
+        eval_every: steps between held-out measures; None: at the last step only.
+        checkpoint_every: steps between checkpoints; None: at the last step only.
+        keep_checkpoints: the newest checkpoints kept; None: all.
+        lr_key: the setting a diverged run is told to lower ("training.optimizer.lr").
+        name: a stage's name, on the progress bar and in the interrupt's message.
+        tensorboard: records mirrored to TensorBoard events in the folder's tensorboard/.
+    """
 
     steps: int
     batch_size: int
@@ -66,13 +75,28 @@ def run_loop(objective: Objective, folder: str | Path, spec: Spec, settings: Loo
              windows: WindowSchedule | None = None, window_model: nn.Module | None = None,
              curriculum: Curriculum | None = None, checkpoint: Checkpoint | None = None,
              context: distributed.Context = LOCAL, progress: bool = True) -> dict[str, Any]:
-    """Train `objective` to settings.steps in `folder`, from `checkpoint` (its weights already in
-    objective.model) or from step 0; `spec` is saved in each checkpoint. `windows` sets the SWA
-    window of each step in `window_model` (default objective.model), which ends at the schedule's
-    long window. Returns the last step's record, its held-out measures included.
+    """Train `objective` to settings.steps in `folder` (metrics.jsonl, checkpoints/step-N/).
 
-    Raises TrainingInterrupted after saving a checkpoint when SIGINT or SIGTERM arrived, and
-    TrainingError for a non-finite loss or gradient (before the weights are updated).
+    Args:
+        objective: what is trained (its `model`, `backward`, `heldout`).
+        folder: the run's folder, or a stage's in it.
+        spec: saved in each checkpoint (what a resume checks against).
+        settings: the loop's LoopSettings.
+        windows: the SWA window of each step (None: the model's own), set in `window_model`
+            (default objective.model), which ends at the schedule's long window.
+        window_model: the module whose SWA layers the windows set.
+        curriculum: ARMT's segment curriculum: each step's sequence length and learning-rate stage.
+        checkpoint: the checkpoint to continue from, its weights already in objective.model
+            (its optimizer and RNG states are loaded here); None: from step 0.
+        context: the data-parallel context (one process by default).
+        progress: a progress bar, and the held-out measures printed above it.
+
+    Returns:
+        The last step's record, its held-out measures included.
+
+    Raises:
+        TrainingInterrupted: SIGINT or SIGTERM arrived; a checkpoint of the step was saved.
+        TrainingError: a non-finite loss or gradient, before the weights were updated.
     """
     folder = Path(folder)
     window_model = objective.model if window_model is None else window_model
