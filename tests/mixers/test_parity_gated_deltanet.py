@@ -29,7 +29,7 @@ from layerzoo.testing import assert_close, mixer_inputs
 from tests.helpers.distributions import (
     assert_drawn_from, constant, inverse_softplus_of_log_uniform, log_of_uniform, normal, uniform,
 )
-from tests.helpers.parity_mapping import assert_round_trips, assert_same_layer, check_complete, in_our_names
+from tests.helpers.parity_mapping import GRADIENT_SCALE, assert_round_trips, assert_same_layer, check_complete, in_our_names
 from tests.helpers.qwen3_next_gdn import (
     qwen3_next_config, qwen3_next_initialised, qwen3_next_layer, qwen3_next_mapping, torch_path,
 )
@@ -56,9 +56,14 @@ def test_the_mapping_covers_both_layers_and_round_trips():
        seed=st.integers(0, 2**16))
 def test_output_and_gradients_equal_qwen3_next(mixer, x, seed):
     theirs = qwen3_next_layer(mixer)
+    # Qwen3-Next's chunked rule computes in fp32 whatever it is given, and the gradients of the
+    # per-head decay parameters sum B*T per-token terms that mostly cancel: its rounding error on
+    # them grows as sqrt(B*T) times fp32's (ours, against the step loop in fp64, is exact)
+    decay_scale = GRADIENT_SCALE * (x.shape[0] * x.shape[1]) ** 0.5
     assert_same_layer(mixer, theirs, qwen3_next_mapping(mixer), x,
                       lambda x_ours, x_theirs: (mixer(x_ours), theirs(x_theirs)),
-                      what="Gated DeltaNet vs Qwen3NextGatedDeltaNet", seed=seed)
+                      what="Gated DeltaNet vs Qwen3NextGatedDeltaNet", seed=seed,
+                      scales={"grad A_log": decay_scale, "grad dt_bias": decay_scale})
 
 
 def assert_same_states(state, cache: DynamicCache, what: str) -> None:
