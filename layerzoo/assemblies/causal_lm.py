@@ -35,20 +35,23 @@ class CausalLM(nn.Module):
 
     Args:
         config: the resolved ModelConfig: width, vocabulary, and each layer's mixer and options.
+        block: the class of the blocks, Block or a subclass of it (layerzoo.hf's is transformers'
+            GradientCheckpointingLayer too).
     """
 
     # Recompute each block in the backward instead of keeping its activations (transformers'
-    # gradient_checkpointing_enable() sets both, the function with its own arguments).
+    # gradient_checkpointing_enable() sets both, the function with its own arguments). A block
+    # with a switch of its own (transformers' GradientCheckpointingLayer) decides for itself.
     gradient_checkpointing = False
     _gradient_checkpointing_func = staticmethod(functools.partial(checkpoint, use_reentrant=False))
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, block: type[Block] = Block):
         super().__init__()
         self.config = self._built_from = config
         self.embedding = nn.Embedding(config.vocab_size, config.d_model)
         with projection_init(config.projection_init, config.init_std):
             self.blocks = nn.ModuleList(
-                Block(config.d_model, get_mixer(layer.type).cls(config.d_model, **layer.options), layer.ffn_hidden, config.norm_eps)
+                block(config.d_model, get_mixer(layer.type).cls(config.d_model, **layer.options), layer.ffn_hidden, config.norm_eps)
                 for layer in config.layers
             )
         self.final_norm = RMSNorm(config.d_model, config.norm_eps)
@@ -139,7 +142,8 @@ class CausalLM(nn.Module):
         for index, block in enumerate(self.blocks):
             if hidden_states is not None:
                 hidden_states.append(in_rows(x))
-            run = self._gradient_checkpointing_func if self.gradient_checkpointing and torch.is_grad_enabled() else call
+            checkpointed = self.gradient_checkpointing and torch.is_grad_enabled() and not hasattr(block, "gradient_checkpointing")
+            run = self._gradient_checkpointing_func if checkpointed else call
             x, layer_state = run(block.__call__, x, None if state is None else state[index], True, cu_seqlens=cu_seqlens)
             new_state.append(layer_state)
         if hidden_states is not None:

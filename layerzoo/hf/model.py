@@ -7,8 +7,9 @@
 
 The weights live in `self.model`, the CausalLM, unchanged; this class maps transformers'
 conventions onto it. Generation runs on a LayerzooCache of the mixers' states, and each row
-keeps its own positions in them, so a left-padded batch needs no position_ids: padding never
-enters a state.
+keeps its own positions in them, so a left-padded batch needs no position_ids (padding never
+enters a state); position_ids given must repeat those positions, or pack sequences into rows
+(positions restarting at 0, as transformers' padding-free collator passes them).
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ from ..assemblies.init import init_module
 from ..mixers.attention import CausalAttention
 from ..mixers.attention_weights import recorded_attention
 from ..specs import Spec, load_spec
+from .attention_rows import attention_rows, token_layout
 from .cache import LayerzooCache
 from .config import LayerzooConfig
 from .errors import HFError
+from .layers import DecoderBlock
+from .positions import packed_sequences
 from .weights import check_weight_shapes
 
 IGNORE_INDEX = -100  # labels not scored: transformers' and torch's convention
@@ -42,8 +46,8 @@ CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ 
 
 
 class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
-    """forward(input_ids (B, T), attention_mask (B, M >= T) or None, labels (B, T) or None,
-    cache / past_key_values, use_cache, logits_to_keep) -> CausalLMOutputWithPast: logits
+    """forward(input_ids (B, T), attention_mask (B, M >= T) or None, position_ids (B, T) or None,
+    labels (B, T) or None, cache / past_key_values, use_cache, logits_to_keep) -> CausalLMOutputWithPast: logits
     (B, T or logits_to_keep, vocab_size) fp32 or the model's dtype, loss (0-d) with labels, cache
     (a LayerzooCache) with use_cache.
 
@@ -62,14 +66,14 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
     base_model_prefix = "model"
     main_input_name = "input_ids"
     _is_stateful = True  # transformers then refuses assisted decoding itself: states cannot roll back
-    supports_gradient_checkpointing = True  # CausalLM checkpoints block by block
-    _no_split_modules = ["Block"]
+    supports_gradient_checkpointing = True  # the blocks are transformers' GradientCheckpointingLayers
+    _no_split_modules = ["DecoderBlock"]
     _tied_weights_keys = {"model.head.weight": "model.embedding.weight"}  # used when config.tie_word_embeddings
 
     def __init__(self, config: LayerzooConfig):
         super().__init__(config)
         with torch.device("meta"):  # allocated and initialised once, by transformers' init pass (_init_weights)
-            self.model = CausalLM(config.model_config())
+            self.model = CausalLM(config.model_config(), DecoderBlock)
             # transformers ties the head to the embedding itself (tie_weights, after loading a folder):
             # tied during loading, a missing embedding would be neither loaded nor initialised
             self.model.head.weight = nn.Parameter(torch.empty_like(self.model.head.weight))
@@ -171,7 +175,7 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
         self.model.head = value
 
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
-                labels: torch.Tensor | None = None, cache: LayerzooCache | None = None, use_cache: bool | None = None,
+                position_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None, cache: LayerzooCache | None = None, use_cache: bool | None = None,
                 logits_to_keep: int = 0, past_key_values: LayerzooCache | None = None,
                 return_dict: bool | None = None, inputs_embeds: torch.Tensor | None = None,
                 output_hidden_states: bool | None = None, output_attentions: bool | None = None,
@@ -182,18 +186,27 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
             input_ids: (B, T) int64 token ids; or pass inputs_embeds, exactly one.
             attention_mask: (B, M >= T) of 1 (real) and 0 (padding), covering the cache's columns
                 and these T; None: every token real.
+            position_ids: (B or 1, T) integers, or None. Either the positions the attention_mask
+                implies (its cumulative count of real columns, minus one; without a mask, the
+                cache's columns onward), read at real tokens only, as generate passes them; or,
+                with no cache and no padding, sequences packed into the rows, each restarting at
+                0 and counting up by 1 (transformers' DataCollatorWithFlattening), run as separate
+                sequences (cu_seqlens) and not cached.
             labels: (B, T) targets, the inputs themselves (shifted here: logits at t score
                 labels at t + 1); -100 is not scored.
             cache: the LayerzooCache of the previous calls, or None to start.
-            use_cache: return the cache; None: config.use_cache, unless scoring labels.
+            use_cache: return the cache; None: config.use_cache, unless scoring labels or
+                running packed sequences.
             logits_to_keep: the last so many positions' logits only; 0: all.
             past_key_values: the cache under transformers' older name (cache wins).
             return_dict: False: a tuple instead of the output object.
             inputs_embeds: (B, T, d_model) embeddings in place of input_ids.
             output_hidden_states: also return the n_layers + 1 hidden states (B, T, d_model);
                 None: config.output_hidden_states.
-            output_attentions: also return each attention layer's weights (B, H, T, keys), for
-                rows without padding; None: config.output_attentions.
+            output_attentions: also return each attention layer's weights (B, H, T, keys), keys
+                the cache's kept ones (right-aligned when rows kept different numbers) then these
+                T columns; zero at padding and between packed sequences; None:
+                config.output_attentions.
             shift_labels: (B, T) targets already shifted (logits at t score shift_labels at t);
                 they win over labels.
             **ignored: cache_position, token_type_ids and num_items_in_batch (the loss's
@@ -208,9 +221,10 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
 
         Raises:
             HFError: both or neither of input_ids and inputs_embeds, or either of the wrong shape;
-                a cache that is not a LayerzooCache; a malformed attention_mask; labels of another
-                shape; output_attentions on a model without attention layers or with padding; an
-                argument this model does not take.
+                a cache that is not a LayerzooCache; a malformed attention_mask; position_ids
+                neither of the two kinds above, or packing sequences with a cache or use_cache;
+                labels of another shape; output_attentions on a model without attention layers;
+                an argument this model does not take.
         """
         check_ignored(ignored)
         embeddings = self.input_embeddings(input_ids, inputs_embeds)
@@ -218,17 +232,31 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
         if cache is not None and not isinstance(cache, LayerzooCache):
             raise HFError(f"LayerzooForCausalLM takes a LayerzooCache of its mixers' states, got {type(cache).__name__}")
         scored = labels is not None or shift_labels is not None
+        shape = tuple(embeddings.shape[:2])
+        packed = None if position_ids is None else packed_sequences(
+            position_ids, attention_mask, shape, 0 if cache is None else cache.columns)
+        if packed is not None and (use_cache or cache is not None):
+            raise HFError(f"position_ids pack {len(packed) - 1} sequences into {shape[0]} row(s): packed sequences run "
+                          "without a cache (each would need a stream of its own); pass use_cache=False and no cache")
         if use_cache is None:
-            use_cache = self.config.use_cache and not scored
+            use_cache = self.config.use_cache and not scored and packed is None
         hidden_states = [] if (output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states) else None
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
-        mask = piece_mask(attention_mask, embeddings.shape[:2])
+        mask = piece_mask(attention_mask, shape)
         if output_attentions:
-            check_attention_outputs(self.model, mask)
+            check_attention_outputs(self.model)
+        x = embeddings if packed is None else embeddings.reshape(1, -1, embeddings.shape[-1])  # one row, cu_seqlens
+        keep = 0 if scored or packed is not None else logits_to_keep
         with recorded_attention() if output_attentions else contextlib.nullcontext() as attentions:
             logits, states = self.model.forward_embeddings(
-                embeddings, None if cache is None else cache.states, return_state=True, attention_mask=mask,
-                logits_to_keep=0 if scored else logits_to_keep, hidden_states=hidden_states)
+                x, None if cache is None else cache.states, return_state=True, attention_mask=mask, cu_seqlens=packed,
+                logits_to_keep=keep, hidden_states=hidden_states)
+        if packed is not None:
+            logits = logits.reshape(*shape, -1)[:, -logits_to_keep if logits_to_keep and not scored else 0:]
+            hidden_states = None if hidden_states is None else [state.reshape(*shape, -1) for state in hidden_states]
+        if output_attentions:
+            layout = token_layout(mask, packed, shape, embeddings.device)
+            attentions = [attention_rows(weights, *layout, shape) for weights in attentions]
         loss = causal_loss(logits, labels, ignored.get("num_items_in_batch"), shift_labels) if scored else None
         if use_cache:
             cache = cache if cache is not None else LayerzooCache()
@@ -274,6 +302,11 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
                 >= 0, a prompt with no real token, or top_p outside (0, 1].
             HFError: a cache_implementation is set, or the cache given is not a LayerzooCache.
         """
+        if CACHE_FIELD != "past_key_values" and "past_key_values" in kwargs:  # the older name, without its warning
+            if kwargs.get(CACHE_FIELD) is not None and kwargs["past_key_values"] is not None:
+                raise HFError(f"generate takes the cache as {CACHE_FIELD}= or past_key_values=, not both")
+            given = kwargs.pop("past_key_values")
+            kwargs[CACHE_FIELD] = kwargs.get(CACHE_FIELD) if given is None else given
         config = generation_config if generation_config is not None else self.generation_config
         check_generation(inputs if inputs is not None else kwargs.get("input_ids"), kwargs.get("attention_mask"),
                          {name: kwargs.get(name, getattr(config, name, None)) for name in ("max_new_tokens", "top_p")},
@@ -342,22 +375,17 @@ def causal_loss(logits: torch.Tensor, labels: torch.Tensor | None, num_items: in
     return F.cross_entropy(predictions, targets, ignore_index=IGNORE_INDEX, reduction="sum") / num_items
 
 
-def check_attention_outputs(model: CausalLM, mask: torch.Tensor | None) -> None:
-    """HFError unless output_attentions can be given: the model has an attention layer, and the
-    rows hold no padding (the weights are of whole rows)."""
+def check_attention_outputs(model: CausalLM) -> None:
+    """HFError unless output_attentions can be given: the model has an attention layer."""
     if not any(isinstance(block.mixer, CausalAttention) for block in model.blocks):
         mixers = ", ".join(dict.fromkeys(layer.type for layer in model.config.layers))
         raise HFError(f"output_attentions: no layer of this model computes attention weights (its mixers: {mixers})")
-    if mask is not None:
-        raise HFError("output_attentions: the attention weights are given for rows without padding; "
-                      "pass an attention_mask of ones, or none")
 
 
 # Arguments transformers' callers may pass that change nothing here: each row's position lives in
 # the states (cache_position, which some versions of generate pass), a decoder has no segments
 # (token_type_ids, which tokenizers return), num_items_in_batch is read by the loss. Any other
-# argument (position_ids too: positions cannot be set from outside) is refused unless it is None
-# or False (an output this model does not give, asked off).
+# argument is refused unless it is None or False (an output this model does not give, asked off).
 HARMLESS = {"cache_position", "token_type_ids", "num_items_in_batch"}
 
 
@@ -365,7 +393,7 @@ def check_ignored(arguments: dict[str, Any]) -> None:
     for name, value in arguments.items():
         if name not in HARMLESS and value is not None and value is not False:
             raise HFError(f"LayerzooForCausalLM.forward does not take {name}={type(value).__name__} "
-                          "(it takes input_ids or inputs_embeds, attention_mask, labels or shift_labels, cache, "
+                          "(it takes input_ids or inputs_embeds, attention_mask, position_ids, labels or shift_labels, cache, "
                           "use_cache, logits_to_keep, output_hidden_states, output_attentions, return_dict)")
 
 

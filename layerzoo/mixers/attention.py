@@ -195,9 +195,6 @@ class CausalAttention(Mixer):
 
     def _mix_packed(self, x: torch.Tensor, state: KVCache | None, cu_seqlens: torch.Tensor):
         """x (1, total, d_model) packing N sequences, each continuing its stream of the state."""
-        if recording():
-            raise ValueError(f"{type(self).__name__}: attention weights are recorded for batches of rows without "
-                             "padding, packed sequences or ragged caches")
         streams = len(cu_seqlens) - 1
         new = lengths_of(cu_seqlens)
         start = torch.zeros(streams, dtype=torch.long, device=x.device) if state is None else state.position
@@ -210,12 +207,23 @@ class CausalAttention(Mixer):
             k = concat_sequences(last_of_rows(state.k.to(k.dtype), cached), cached, k, new)
             v = concat_sequences(last_of_rows(state.v.to(v.dtype), cached), cached, v, new)
         seen = cached + new
+        if recording():
+            record(lambda: self._sequence_weights(q[0], k, cu_seqlens, offsets_of(seen)))
         y = sliding_window_attention(q, k[None], v[None], self.window, backend=self.backend,
                                      cu_seqlens=cu_seqlens, cu_seqlens_k=offsets_of(seen), sinks=self.sink_logits)
         keep = seen if self.window is None else seen.clamp(max=self.window - 1)
         lengths = keep if len(keep) and bool((keep != keep.max()).any()) else None
         cache = KVCache(right_aligned(k, seen, keep), right_aligned(v, seen, keep), lengths, start + new)
         return self._output(x, y), cache
+
+    def _sequence_weights(self, q: torch.Tensor, k: torch.Tensor, cu_seqlens: torch.Tensor,
+                          cu_seqlens_k: torch.Tensor) -> list[torch.Tensor]:
+        """Each packed sequence's attention weights (H, its queries, its keys: cached, then new),
+        from q (total, H, D) and k (total keys, Hkv, D) at the offsets cu_seqlens and cu_seqlens_k."""
+        return [sliding_window_attention_weights(q[q_start:q_end][None], k[k_start:k_end][None], self.window,
+                                                 sinks=self.sink_logits)[0]
+                for q_start, q_end, k_start, k_end in zip(cu_seqlens[:-1].tolist(), cu_seqlens[1:].tolist(),
+                                                          cu_seqlens_k[:-1].tolist(), cu_seqlens_k[1:].tolist())]
 
     def _output(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The layer's output (B, T, d_model) from its input x and the heads' outputs y (B, T, n_heads, head_dim)."""

@@ -1,5 +1,6 @@
 """The forward of a transformers causal LM, as transformers documents it: hidden states,
-inputs_embeds (forward and generate), attention weights where a layer computes them,
+inputs_embeds (forward and generate), attention weights where a layer computes them (padded
+rows: test_hf_conventions.py),
 shift_labels, num_items_in_batch and return_dict=False."""
 
 import pytest
@@ -84,9 +85,6 @@ def test_attention_weights_are_each_attention_layers_softmax(hf_model):
         step = hf_model(ids[:, :1], cache=cache, output_attentions=True).attentions
         assert [weights.shape[-2:] for weights in step] == [(1, 9)] * len(layers)
         assert hf_model(ids).attentions is None
-    batch, mask = padded_batch(prompts([5, 2], hf_model.config.vocab_size), "left")
-    with pytest.raises(HFError, match=r"^output_attentions: the attention weights are given for rows without padding"):
-        hf_model(batch, attention_mask=mask, output_attentions=True)
 
 
 def test_shift_labels_are_the_labels_shifted_and_num_items_divides_the_sum(swax):
