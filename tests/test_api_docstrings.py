@@ -101,6 +101,7 @@ ENTRY_POINTS = [
     "layerzoo.assemblies.armt.model:ARMT.forward",
     "layerzoo.assemblies.armt.model:ARMT.init_state",
     "layerzoo.assemblies.armt.model:ARMT.state_size",
+    "layerzoo.assemblies.armt.model:ARMT.end_token_ids",
     "layerzoo.assemblies.armt.model:ARMTState",
     "layerzoo.assemblies.armt.model:ARMTStreams",
     # the mixer contract

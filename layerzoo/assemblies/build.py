@@ -17,7 +17,8 @@ def build(spec: str | Path | dict | Spec | ModelConfig, overrides: list[str] = (
     """A model from a shipped spec name, a YAML path, a dict, a Spec or a ModelConfig.
 
     A CausalLM, or with an `armt:` section an ARMT around the spec's `model:` stack (built fresh)
-    or its `base:` Hugging Face checkpoint (loaded from its local directory).
+    or its `base:` Hugging Face checkpoint (loaded from its local directory; frozen unless
+    `base: {train: true}`, so that training trains the memory only).
     overrides: `dotted.key=value` strings applied on top, as `--set` on the command line.
     device="meta" builds without allocating (to count parameters of a large spec).
 
@@ -45,4 +46,6 @@ def build(spec: str | Path | dict | Spec | ModelConfig, overrides: list[str] = (
         if base is None:
             base = CausalLM(spec.model)
         model = base if spec.armt is None else ARMT(base, spec.armt)
+    if spec.hf_checkpoint is not None:
+        base.requires_grad_(spec.train_base)
     return model.to(dtype=dtype) if dtype is not None else model

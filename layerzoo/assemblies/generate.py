@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Iterable
 
 import torch
 
@@ -14,8 +14,8 @@ from ..blocks.packing import Packing
 def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, temperature: float = 0.0,
              top_k: int | None = None, generator: torch.Generator | None = None,
              prefill_chunk_size: int | None = None, attention_mask: torch.Tensor | None = None,
-             state: Any = None) -> torch.Tensor:
-    """Continue `input_ids` (B, T) by `max_new_tokens`; returns (B, T + max_new_tokens).
+             state: Any = None, stop_ids: Iterable[int] | None = None) -> torch.Tensor:
+    """Continue `input_ids` (B, T) by up to `max_new_tokens`; returns (B, T + n), n <= max_new_tokens.
 
     temperature 0 is greedy argmax; otherwise sample from softmax(logits / temperature), restricted
     to the top_k most likely tokens when top_k is set. The prompt is read once (in pieces of
@@ -30,6 +30,10 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, temperature
     state: what the model returned after reading earlier tokens of these rows (a prefix read in
     pieces, a conversation so far); input_ids continue it. None: the rows start here.
 
+    stop_ids: a row stops at the first of these end tokens it generates (kept in its output) and
+    is filled with that token after it; generation ends when every row has stopped. None: the
+    model's own end tokens (`model.end_token_ids()` where it has one, else none).
+
     Args:
         model: a CausalLM or an ARMT (`model.generate(...)` passes itself).
         input_ids: (B, T >= 1) int64 prompt token ids in [0, vocab_size).
@@ -41,17 +45,20 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, temperature
         attention_mask: (B, T) of 1 at real tokens and 0 at padding, a real token in every row;
             None: every token real.
         state: the state to continue, or None.
+        stop_ids: end token ids (ints in the vocabulary); None: the model's own; () never stops.
 
     Returns:
-        (B, T + max_new_tokens) token ids: the prompt, then the new tokens.
+        (B, T + n) token ids: the prompt, then the new tokens; n is max_new_tokens, or fewer when
+            every row reached an end token.
 
     Raises:
         ValueError: (one line, before any work) input_ids not a (B, T >= 1) tensor of ids in the
             vocabulary; max_new_tokens, temperature, top_k or prefill_chunk_size out of range; a
-            malformed attention_mask, or a row of padding only.
+            malformed attention_mask, or a row of padding only; a stop id that is not a token id.
     """
-    check_generate_arguments(input_ids, max_new_tokens, temperature, top_k, prefill_chunk_size,
-                             getattr(model.config, "vocab_size", None))
+    vocab_size = getattr(model.config, "vocab_size", None)
+    check_generate_arguments(input_ids, max_new_tokens, temperature, top_k, prefill_chunk_size, vocab_size)
+    stops = end_tokens(model, stop_ids, vocab_size, input_ids.device)
     if attention_mask is not None:
         check_prompt_mask(attention_mask, input_ids.shape)
     last = None
@@ -61,12 +68,33 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, temperature
         logits, state = model(piece, state=state, return_state=True, attention_mask=mask)
         last = _last_real(logits, mask, last)
     tokens = [input_ids]
+    stopped = None  # (B, 1): the end token each row stopped at, -1 while it goes on
     for _ in range(max_new_tokens):
         next_token = _pick(last.float(), temperature, top_k, generator)
+        if len(stops):
+            if stopped is not None:
+                next_token = torch.where(stopped >= 0, stopped, next_token)
+            stopped = torch.where(torch.isin(next_token, stops), next_token, -1)
+            if bool((stopped >= 0).all()):  # one synchronisation a step, only when stopping is asked for
+                tokens.append(next_token)
+                break
         tokens.append(next_token)
         logits, state = model(next_token, state=state, return_state=True)
         last = logits[:, -1]
     return torch.cat(tokens, dim=1)
+
+
+def end_tokens(model, stop_ids: Iterable[int] | None, vocab_size: int | None, device: torch.device) -> torch.Tensor:
+    """The end token ids generation stops at, as a 1-d tensor (empty: never stops): stop_ids,
+    or with None the model's `end_token_ids()` where it has one. A one-line ValueError for an id
+    that is not an int in [0, vocab_size)."""
+    if stop_ids is None:
+        stop_ids = model.end_token_ids() if hasattr(model, "end_token_ids") else ()
+    stop_ids = list(stop_ids)
+    for token in stop_ids:
+        if isinstance(token, bool) or not isinstance(token, int) or token < 0 or (vocab_size is not None and token >= vocab_size):
+            raise ValueError(f"stop_ids must be token ids in [0, {vocab_size}), got {token!r}")
+    return torch.tensor(stop_ids, dtype=torch.long, device=device)
 
 
 def check_generate_arguments(input_ids: Any, max_new_tokens: Any, temperature: Any, top_k: Any,

@@ -78,6 +78,7 @@ class ARMTConfig(Section):
 @dataclass(frozen=True)
 class BaseSection(Section):
     """The `base:` section: the local directory of a Hugging Face checkpoint (save_pretrained)
-    that an `armt:` section wraps in place of a `model:`."""
+    that an `armt:` section wraps in place of a `model:`, and whether its weights train."""
 
-    hf_checkpoint: str = option()
+    hf_checkpoint: str = option(help="the save_pretrained directory of the base model (never downloaded)")
+    train: bool = option(False, help="train the base's weights too; false: frozen, only the memory trains")

@@ -35,6 +35,7 @@ class Spec:
         source: where it was read from: the file's path, or "<dict>"; None for a Spec made in Python.
         armt: the ARMTConfig of an `armt:` section, or None.
         hf_checkpoint: the `base:` checkpoint directory, or None.
+        train_base: the `base:` section's `train`: the checkpoint's weights train too (else frozen).
         sections: the other validated sections by key (`training`: a TrainingConfig).
     """
 
@@ -44,6 +45,7 @@ class Spec:
     source: str | None = None
     armt: ARMTConfig | None = None
     hf_checkpoint: str | None = None
+    train_base: bool = False
     sections: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -59,7 +61,7 @@ class Spec:
         if self.description:
             data["description"] = self.description
         if self.hf_checkpoint is not None:
-            data["base"] = {"hf_checkpoint": self.hf_checkpoint}
+            data["base"] = {"hf_checkpoint": self.hf_checkpoint, "train": self.train_base}
         if self.model is not None:
             data["model"] = self.model.to_dict()
         if self.armt is not None:
@@ -136,7 +138,8 @@ def read_spec(data: dict, locations: Locations, source: str, overrides: Iterable
             known = own + list(readers)
             raise fail(locations, (key,), f"unknown key{did_you_mean(str(key), known)} (known: {', '.join(known)})")
     top = read_section(SpecFile, {key: value for key, value in data.items() if key in own}, locations, ())
-    hf_checkpoint = read_section(BaseSection, top.base, locations, ("base",)).hf_checkpoint if top.base is not None else None
+    base = read_section(BaseSection, top.base, locations, ("base",)) if top.base is not None else None
+    hf_checkpoint = None if base is None else base.hf_checkpoint
     if hf_checkpoint is not None and (top.model is not None or top.armt is None):
         raise fail(locations, ("base",), "a 'base' checkpoint is wrapped by an 'armt' section and replaces 'model'")
     if top.model is None and hf_checkpoint is None:
@@ -146,6 +149,7 @@ def read_spec(data: dict, locations: Locations, source: str, overrides: Iterable
         model=model,
         armt=read_armt(top.armt, locations, model) if top.armt is not None else None,
         hf_checkpoint=hf_checkpoint,
+        train_base=base is not None and base.train,
         sections={key: reader(data[key], locations, model) for key, reader in readers.items() if key in data},
         name=top.name or (Path(source).stem if source and source.endswith((".yaml", ".yml")) else None),
         description=top.description,

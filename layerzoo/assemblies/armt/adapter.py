@@ -2,7 +2,8 @@
 
 The file holds the memory tokens and memory layers, with the ARMT config in its metadata, so a
 user can ship a small adapter for a public base model: load_adapter(base, path) wraps the base
-again and fills in the weights.
+again and fills in the weights. With include_base it also holds the base's parameters (under
+`base.`), for a base that was trained too; load_adapter then restores them.
 """
 
 from __future__ import annotations
@@ -16,25 +17,49 @@ from torch import nn
 
 from ...options import make_section
 from ...specs import ARMTConfig
+from .fingerprint import changed
 from .model import ARMT
 from .wrap import wrap
 
 FORMAT = "layerzoo-armt-adapter"
 
 
-def save_adapter(model: ARMT, path: str | Path) -> None:
-    """Write model's ARMT weights (not the base model's) and its ARMT config to `path`.
+def save_adapter(model: ARMT, path: str | Path, include_base: bool = False) -> None:
+    """Write model's ARMT weights and its ARMT config to `path`; the base's parameters too with
+    include_base.
+
+    Without include_base the file is loaded onto the base as it is on disk, so any change to the
+    base's parameters since the ARMT was built (training with wrap(train_base=True), a cast, an
+    edit) would be lost: it is refused, checked against the fingerprint taken at wrap time.
 
     Args:
         model: the ARMT whose memory tokens and memory layers are saved.
         path: the safetensors file to write (replaced if it exists).
+        include_base: also save every parameter of the base (under `base.`, tied ones once).
+
+    Raises:
+        ValueError: without include_base, base parameters changed since wrap (the first few
+            named), or their values at wrap time are unknown (the ARMT was built on the meta device).
     """
-    tensors = {name: tensor.detach().contiguous() for name, tensor in model.adapter_state_dict().items()}
+    if not include_base:
+        if model.base_fingerprint is None:
+            raise ValueError("save_adapter: the base's weights at wrap time are unknown (built on the meta device); "
+                             "pass include_base=True to save them with the adapter")
+        names = changed(model.base, model.base_fingerprint)
+        if names:
+            raise ValueError(f"save_adapter: {len(names)} base parameter(s) changed since wrap ({', '.join(names[:3])}"
+                             f"{', ...' if len(names) > 3 else ''}), which the adapter does not hold; "
+                             "pass include_base=True to save them too")
+    tensors = dict(model.adapter_state_dict())
+    if include_base:  # named_parameters names a tied weight once; safetensors refuses shared storage
+        tensors.update({f"base.{name}": parameter for name, parameter in model.base.named_parameters()})
+    tensors = {name: tensor.detach().contiguous() for name, tensor in tensors.items()}
     save_file(tensors, str(path), metadata={"format": FORMAT, "armt": json.dumps(model.armt_config.to_dict())})
 
 
 def load_adapter(base: nn.Module | str | Path, path: str | Path) -> ARMT:
-    """ARMT around `base` (a model or a save_pretrained directory) with the adapter's weights.
+    """ARMT around `base` (a model or a save_pretrained directory) with the adapter's weights,
+    and the base's parameters where the file holds them (save_adapter's include_base).
 
     The file's config and tensor shapes are checked against each other before anything is
     built, so a forged config cannot make the memory layers larger than the file; every problem
@@ -65,13 +90,14 @@ def load_adapter(base: nn.Module | str | Path, path: str | Path) -> ARMT:
     except SafetensorError as error:
         raise ValueError(f"{path}: not a readable safetensors file ({error})") from None
     model = wrap(base, config)
-    expected = model.adapter_state_dict()
+    expected = {**model.adapter_state_dict(),
+                **{f"base.{name}": parameter for name, parameter in model.base.named_parameters()}}
     for name, tensor in tensors.items():
         if name not in expected or expected[name].shape != tensor.shape:
             found = tuple(expected[name].shape) if name in expected else "nothing"
             raise ValueError(f"{path}: adapter tensor {name} {tuple(tensor.shape)} does not fit this base model "
                              f"(expects {found}); it was saved for another base")
-    missing = set(expected) - set(tensors)
+    missing = {name for name in expected if not name.startswith("base.")} - set(tensors)
     if missing:
         raise ValueError(f"{path}: the adapter lacks {', '.join(sorted(missing))}")
     model.load_state_dict(tensors, strict=False)

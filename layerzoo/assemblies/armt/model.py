@@ -23,6 +23,7 @@ from ...mixers.assoc_memory import AssociativeMemory
 from ...specs import ARMTConfig
 from ..generate import generate
 from .backbones import backbone_for
+from .fingerprint import fingerprint
 from .hooks import SegmentPass, install_memory_hooks, memory_pass
 
 IGNORE_INDEX = -100
@@ -112,6 +113,9 @@ class ARMT(nn.Module):
         install_memory_hooks(self.backbone.layers, {index: self.memories[str(index)] for index in self.memory_layers},
                              owner=self.memories)
         self.reset_parameters()
+        # What save_adapter compares against: an adapter holds no base weights, so it must not
+        # silently drop changes to them (not in the state_dict: it describes the base as wrapped).
+        self.base_fingerprint = fingerprint(base)
 
     @property
     def config(self) -> Any:
@@ -313,6 +317,21 @@ class ARMT(nn.Module):
             raise ValueError(f"ARMT over a {type(self.base).__name__}: its cache inside a segment has no size here; "
                              f"ask at a multiple of the segment size {self.segment_size}")
         return memories + self.base.state_size(partial)
+
+    def end_token_ids(self) -> tuple[int, ...]:
+        """The end tokens `generate` stops at by default.
+
+        Returns:
+            The base's generation_config and config `eos_token_id` (each an int, a list or None),
+                in that order, without repeats; () when neither names one (a layerzoo base).
+        """
+        found = []
+        for config in (getattr(self.base, "generation_config", None), getattr(self.base, "config", None)):
+            ids = getattr(config, "eos_token_id", None)
+            for token in ids if isinstance(ids, (list, tuple)) else [ids]:
+                if isinstance(token, int) and token not in found:
+                    found.append(token)
+        return tuple(found)
 
     def adapter_state_dict(self) -> dict[str, torch.Tensor]:
         """The ARMT's own weights (memory tokens and memory layers), without the base model's."""

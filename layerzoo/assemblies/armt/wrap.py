@@ -13,18 +13,25 @@ from ...specs import ARMTConfig
 from .model import ARMT
 
 
-def wrap(model: nn.Module | str | Path, config: ARMTConfig | None = None, **options: Any) -> ARMT:
+def wrap(model: nn.Module | str | Path, config: ARMTConfig | None = None, *, train_base: bool = False,
+         **options: Any) -> ARMT:
     """ARMT around a causal LM: a transformers model, a save_pretrained directory, or a layerzoo CausalLM.
 
     options are ARMTConfig fields, e.g. wrap(model, segment_size=512, num_mem_tokens=16,
     memory_layers=[6, -1]); or pass a whole `config`. The memory starts neutral (W_v = 0), so the
     wrapped model's logits equal the base model's until it is trained.
 
+    What trains: the memory (memory tokens and memory layers) always; the base model's weights
+    only with train_base=True. By default they are frozen (requires_grad False, set on the
+    model itself), which is what `save_adapter` ships: it saves the memory only, and refuses when
+    base weights changed since wrap unless told to save them too.
+
     Args:
         model: the base causal LM: a transformers model, a local save_pretrained directory
             (loaded with `load_hf_checkpoint`, never from the Hub), or a layerzoo CausalLM. Its
             weights are used, not copied.
         config: the ARMT settings as an ARMTConfig; None: made of `options`.
+        train_base: leave the base's weights trainable (requires_grad True); False: freeze them.
         **options: ARMTConfig fields (segment_size and num_mem_tokens required; memory_layers
             or memory_pattern, exactly one; d_mem, n_heads, normalize, truncate_segments,
             checkpoint_segments).
@@ -36,19 +43,23 @@ def wrap(model: nn.Module | str | Path, config: ARMTConfig | None = None, **opti
     Raises:
         OptionError: an ARMT option is unknown, missing or out of range, or a memory layer index
             is not a layer of the model.
-        TypeError: both config and options are given; or the model is not a causal LM whose
+        TypeError: both config and options are given; train_base is not a bool; or the model is not a causal LM whose
             decoder layers ARMT can find.
         ValueError: segment_size + num_mem_tokens exceeds the base model's positions; a directory
             whose checkpoint needs its own code.
         FileNotFoundError: a directory without config.json.
     """
+    if not isinstance(train_base, bool):
+        raise TypeError(f"train_base must be True or False, got {train_base!r}")
     if config is None:
         config = make_section(ARMTConfig, options)
     elif options:
         raise TypeError("pass either config or ARMT options, not both")
     if isinstance(model, (str, Path)):
         model = load_hf_checkpoint(model)
-    return ARMT(model, config)
+    armt = ARMT(model, config)
+    model.requires_grad_(train_base)
+    return armt
 
 
 def load_hf_checkpoint(path: str | Path) -> nn.Module:

@@ -79,7 +79,7 @@ def train_in(run_dir: Path, spec: Spec, resume: bool, overwrite: bool, progress:
     examples_per_rank(config, context.world_size)  # a batch that does not split fails before anything is built
     torch.manual_seed(config.seed)  # identical initial weights on every rank
     model = build_model(spec, context)
-    task = make_task(config.task.name, config.task.options, spec.model.vocab_size)
+    task = make_task(config.task.name, config.task.options, vocab_size(spec, model))
     task.prepare(progress=progress and context.is_main)  # a corpus is tokenized once; other ranks wait for it
     eval_task = dataclasses.replace(task, split="eval") if hasattr(task, "split") else task
     checkpoint = None
@@ -99,6 +99,12 @@ def train_in(run_dir: Path, spec: Spec, resume: bool, overwrite: bool, progress:
                        config.seed), window_model=model, curriculum=make_curriculum(config, model), checkpoint=checkpoint,
                        context=context, progress=progress)
     return RunResult(run_dir, model, spec, eval_task, metrics, context)
+
+
+def vocab_size(spec: Spec, model: nn.Module) -> int:
+    """The vocabulary the task's tokens must fit: the spec's model's, or for ARMT around a
+    Hugging Face checkpoint (`base:`) the checkpoint's, known once it is loaded."""
+    return spec.model.vocab_size if spec.model is not None else model.config.vocab_size
 
 
 def loop_settings(config: TrainingConfig) -> LoopSettings:
