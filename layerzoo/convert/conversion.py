@@ -39,7 +39,8 @@ class Conversion:
     """teacher: the teacher in layerzoo, every layer attention (its logits are the folder's
     model's); student: the pattern's model, the teacher's tensors where its layers are unchanged,
     new mixers initialised from attention; converted: indices of the layers whose mixer changed;
-    source: the teacher folder (absolute; its tokenizer files are copied from there);
+    source: the teacher folder as the user named it (what conversion.json and distill-report.json
+    say; its tokenizer files are copied from there);
     token_ids: the teacher's bos/eos/pad ids, for the saved folder's config."""
 
     teacher: CausalLM
@@ -61,7 +62,8 @@ class Conversion:
         tokenizer = tokenizer_files(self.source)
 
         def write(folder: Path) -> None:
-            model.save_pretrained(folder)
+            with no_transformers_bars():  # a file written in seconds: convert prints its own lines, as export
+                model.save_pretrained(folder)
             for path in tokenizer:
                 (folder / path.name).write_bytes(path.read_bytes())
             (folder / RECORD).write_text(json.dumps(self.record(), indent=2) + "\n")
@@ -100,8 +102,8 @@ class Conversion:
             raise ConvertError(f"{out_dir / RECORD}: the teacher's folder {source} is missing (the teacher is read "
                                "from it again: restore it there, or point conversion.json's teacher at it)")
         student = LayerzooForCausalLM.from_pretrained(out_dir).model
-        folder, teacher, model = read_teacher_folder(source)
-        return cls(model, student, tuple(converted), folder.path, teacher.token_ids)
+        _, teacher, model = read_teacher_folder(source)
+        return cls(model, student, tuple(converted), source, teacher.token_ids)
 
 
 def read_teacher_folder(path: str | Path) -> tuple[TeacherFolder, Teacher, CausalLM]:
@@ -131,7 +133,7 @@ def convert(teacher_folder: str | Path, pattern: Pattern, out: str | Path | None
         torch.manual_seed(seed)
         student = CausalLM(student_config)
     copy_into_student(student, teacher_model, converted)
-    conversion = Conversion(teacher_model.eval(), student, converted, folder.path, teacher.token_ids)
+    conversion = Conversion(teacher_model.eval(), student, converted, Path(teacher_folder), teacher.token_ids)
     if out is not None:
         conversion.save(out)
     return conversion

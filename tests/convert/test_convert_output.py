@@ -62,7 +62,7 @@ def test_conversion_json_records_the_teacher_and_each_layer(saved):
     teacher, out, _ = saved
     record = json.loads((out / "conversion.json").read_text())
     assert record == {
-        "teacher": str(teacher.absolute()), "converted_layers": [0, 1, 2],
+        "teacher": str(teacher), "converted_layers": [0, 1, 2],
         "layers": [{"index": i, "from": "attention", "to": "gated_deltanet", "init": "from_attention"} for i in range(3)]
         + [{"index": 3, "from": "attention", "to": "attention", "init": "copied"}],
         "layerzoo_version": layerzoo.__version__}
@@ -71,7 +71,7 @@ def test_conversion_json_records_the_teacher_and_each_layer(saved):
 def test_conversion_load_gives_back_student_and_teacher(saved):
     teacher, out, conversion = saved
     loaded = Conversion.load(out)
-    assert loaded.converted == (0, 1, 2) and loaded.source == teacher.absolute()
+    assert loaded.converted == (0, 1, 2) and loaded.source == teacher
     ids = torch.randint(0, VOCAB, (1, 7), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         assert torch.equal(loaded.student(ids), conversion.student(ids))
@@ -114,6 +114,19 @@ def test_the_command_writes_the_folder_and_errors_are_one_line(saved, tmp_path, 
     assert main(["convert", str(teacher), "--pattern", "swa", "--out", str(target)]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "not an empty folder" in error
+
+
+def test_the_command_names_the_teacher_as_given_writes_every_file_0644_and_prints_no_bars(saved, tmp_path, monkeypatch,
+                                                                                         capsys):
+    teacher, _, _ = saved
+    monkeypatch.chdir(teacher.parent)
+    monkeypatch.setattr("os.umask", lambda mask=0o022: 0o022)  # the usual umask, whatever the test machine's
+    assert main(["convert", teacher.name, "--pattern", HYBRID, "--out", str(tmp_path / "cli")]) == 0
+    assert json.loads((tmp_path / "cli" / "conversion.json").read_text())["teacher"] == teacher.name
+    assert {path.name: oct(path.stat().st_mode & 0o777) for path in (tmp_path / "cli").iterdir()} == {
+        path.name: "0o644" for path in (tmp_path / "cli").iterdir()}
+    assert "Writing model shards" not in capsys.readouterr().err
+    assert Conversion.load(tmp_path / "cli").source.name == teacher.name
 
 
 def test_the_commands_help_documents_the_patterns(capsys):

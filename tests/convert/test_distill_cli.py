@@ -15,16 +15,20 @@ from layerzoo.cli import main
 transformers = pytest.importorskip("transformers")
 
 
-def test_distill_writes_a_run_and_a_student_that_transformers_loads(folders, tmp_path, capsys):
+def test_distill_writes_a_run_and_a_student_that_transformers_loads(folders, tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
+    monkeypatch.setattr("os.umask", lambda mask=0o022: 0o022)  # the usual umask, whatever the test machine's
     assert main(["distill", str(folders.converted), "--out", str(out), "--config", str(folders.config)]) == 0
-    printed = capsys.readouterr().out
-    assert "none (intact)" in printed and "gated_deltanet" in printed and "distilled on 256 tokens" in printed
+    printed = capsys.readouterr()
+    assert "none (intact)" in printed.out and "gated_deltanet" in printed.out and "distilled on 256 tokens" in printed.out
+    assert "reliance: 100%" in printed.err  # the reliance measure's bar
+    assert {oct(path.stat().st_mode & 0o777) for path in (out / "model").iterdir()} == {"0o644"}
     for name in ("spec.yaml", "loss-align.png", "loss-end_to_end.png", "reliance.json", "distill-report.json",
                  "align/metrics.jsonl", "end_to_end/checkpoints", "tokenizer/tokenizer.json"):
         assert (out / name).exists(), name
     report = json.loads((out / "distill-report.json").read_text())
     assert report["converted_layers"] == [1] and report["tokens"]["total"] == 256
+    assert report["teacher"] == json.loads((folders.converted / "conversion.json").read_text())["teacher"]
     import layerzoo.hf  # noqa: F401 (registers the Auto classes)
 
     model = transformers.AutoModelForCausalLM.from_pretrained(out / "model")
@@ -38,6 +42,7 @@ def test_distill_writes_a_run_and_a_student_that_transformers_loads(folders, tmp
     assert torch.isfinite(logits).all()
     assert main(["distill", str(folders.converted), "--out", str(out), "--config", str(folders.config), "--no-progress",
                  "--resume"]) == 0  # a finished run resumes to its end again, and writes its student anew
+    assert "reliance" not in capsys.readouterr().err
     assert (out / "model" / "config.json").is_file()
 
 

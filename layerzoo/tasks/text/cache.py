@@ -79,6 +79,17 @@ def built(folder: Path, build: Callable[[Path], None]) -> Path:
     return folder
 
 
+def readable_files(folder: Path) -> None:
+    """Every file under `folder` given the mode a plain open() gives (0644 under the usual umask 022):
+    a writer that goes through a private temporary file (safetensors' save_file) leaves 0600, which
+    other users and containers of a shared folder cannot read."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod(0o666 & ~umask)
+
+
 def written_whole(folder: Path, write: Callable[[Path], None]) -> Path:
     """`folder` written by write(partial_folder) into `<folder>.partial-<pid>` and renamed onto
     `folder` (absent, or an empty folder) in one step; on any error or interrupt the partial
@@ -89,6 +100,7 @@ def written_whole(folder: Path, write: Callable[[Path], None]) -> Path:
     partial.mkdir(parents=True)
     try:
         write(partial)
+        readable_files(partial)
         os.replace(partial, folder)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)

@@ -96,11 +96,13 @@ class EndToEndConfig(StageConfig):
 @dataclass(frozen=True)
 class HeldOutConfig(Section):
     """The held-out text each stage is measured on (at its end, and every `every` steps) and the
-    reliance measure of the final student: `samples` sequences of the held-out split."""
+    reliance measure of the final student: `samples` (`reliance_samples`) sequences of the held-out split."""
 
     samples: int = option(16, min=1, help="held-out sequences")
     batch_size: int = option(8, min=1, help="sequences per forward")
     every: int | None = option(None, min=1, help="also measure every this many steps (null: at the end of a stage only)")
+    reliance_samples: int | None = option(None, min=1, help="held-out sequences of the reliance measure, which runs "
+                                          "the student once per recurrent layer on each (null: samples)")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from ...tasks import Task, example_seed, heldout_seed, make_task
 from ..errors import TrainingError
 from ..loop.loop import LoopSettings, run_loop
 from ..loop.schedules import WindowSchedule
+from ..objectives.alignment import exact_layers
 from ..objectives.distillation import Alignment, DistillationStage, EndToEnd
 from ..runs.checkpoint import load_weights
 from ..runs.folder import check_run_folder, run_bytes, start_run_folder
@@ -85,6 +87,9 @@ def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = 
     check_pair(teacher, student, converted, spec)
     if config.end_to_end is not None and config.end_to_end.lora is not None:
         require_peft()  # before anything runs: not after stage 1's hours
+    if config.window.long is not None:  # stage 1, and the student saved, at the long window
+        set_window(student, config.window.long)
+    aligned = aligned_layers(teacher, student, converted, config, echo=print if progress else None)
     task = text_task(config, conversion.source, spec.model.vocab_size)
     run_dir = Path(run_dir)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -100,15 +105,15 @@ def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = 
         student.to(device)
         check_room(run_dir, checkpoint_bytes(student) - (run_bytes(run_dir, DISTILL_FILES) if overwrite else 0))
         start_run_folder(run_dir, spec, overwrite, task.tokenizer_files(), DISTILL_FILES)
-        if config.window.long is not None:  # stage 1, and the student saved, at the long window
-            set_window(student, config.window.long)
+        for name, settings in stages[:first]:  # finished: what each trained, over the conversion's student
+            load_finished(run_dir / name, settings.steps, spec, student)
         for index, (name, settings) in enumerate(stages[first:], first):
-            stage = make_stage(name, settings, teacher, student, converted, config, task, eval_task, device)
+            stage = make_stage(name, settings, teacher, student, aligned, config, task, eval_task, device)
             checkpoint = None
-            if resume and index == first:  # the earlier stages are done: this checkpoint holds all their work
+            if resume and index == first:
                 checkpoint = newest_usable(run_dir / name, lambda folder: read_for_resume(
                     folder, spec, stage.model, "distill", RESUME_MAY_CHANGE))
-                load_weights(checkpoint, stage.model)
+                load_weights(checkpoint, stage.model, partial=True)
             windows = WindowSchedule(config.window, settings.steps, config.seed) if name == "end_to_end" else None
             run_loop(stage, run_dir / name, spec, stage_settings(name, settings, config), windows=windows,
                      window_model=student, checkpoint=checkpoint, progress=progress)
@@ -116,7 +121,8 @@ def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = 
             plot_runs([run_dir / name], run_dir / f"loss-{name}.png", LOSS_LABELS[name])
         student.requires_grad_(True)
         measured = reliance_report(student, eval_task, stages[-1][1].seq_len, run_dir, teacher=teacher,
-                                   samples=config.eval.samples, batch_size=config.eval.batch_size, seed=heldout_seed(config.seed),
+                                   samples=config.eval.reliance_samples or config.eval.samples,
+                                   batch_size=config.eval.batch_size, seed=heldout_seed(config.seed),
                                    device=device, echo=print if progress else None)
         report = write_report(run_dir, conversion, stages, measured)
     if progress:
@@ -140,6 +146,27 @@ def check_pair(teacher: nn.Module, student: nn.Module, converted: tuple[int, ...
         raise TrainingError(f"converted layers {outside} are out of range: the student has {student.config.n_layers}")
     if spec.model != student.config:
         raise TrainingError("the spec's model: section is not the student's; make the spec with distillation_spec")
+
+
+def aligned_layers(teacher: nn.Module, student: nn.Module, converted: tuple[int, ...], config: DistillConfig,
+                   echo: Callable[[str], Any] | None = None) -> tuple[int, ...]:
+    """The converted layers stage 1 trains: those that differ from the teacher's attention on its
+    sequences (exact ones, an SWA layer whose window covers align.seq_len with the teacher's
+    weights, stay frozen: echoed when echo is given). A one-line TrainingError when every layer is
+    exact and stage 1 runs."""
+    if config.align is None:
+        return converted
+    exact = exact_layers(teacher, student, converted, config.align.seq_len)
+    aligned = tuple(layer for layer in converted if layer not in exact)
+    if not aligned:
+        raise TrainingError(f"every converted layer ({', '.join(map(str, converted))}) computes the teacher's attention "
+                            f"exactly on {config.align.seq_len}-token sequences: stage 1 has nothing to align; set "
+                            "distill.align to null")
+    if exact and echo is not None:
+        which = f"layers {', '.join(map(str, exact))} compute" if len(exact) > 1 else f"layer {exact[0]} computes"
+        echo(f"align: {which} the teacher's attention exactly on {config.align.seq_len}-token sequences (a window "
+             "that covers them, the teacher's weights): frozen in stage 1")
+    return aligned
 
 
 def text_task(config: DistillConfig, tokenizer: Path, vocab_size: int) -> Task:
@@ -170,10 +197,22 @@ def resume_stage(run_dir: Path, names: list[str]) -> int:
     raise TrainingError(f"{run_dir}: no checkpoint to resume from; start over with --overwrite")
 
 
+def load_finished(folder: Path, steps: int, spec: Spec, student: nn.Module) -> None:
+    """The parameters a finished stage trained, from its last checkpoint, into the student (the
+    student itself: only the last stage wraps it in LoRA adapters); a one-line TrainingError when
+    its newest usable checkpoint is not its last step."""
+    checkpoint = newest_usable(folder, lambda path: read_for_resume(path, spec, student, "distill", RESUME_MAY_CHANGE))
+    if checkpoint is None or checkpoint.step != steps:
+        newest = "no usable checkpoint" if checkpoint is None else f"step {checkpoint.step} of {steps} as its newest"
+        raise TrainingError(f"{folder}: has {newest}, and the stage after it started from its last step; start over "
+                            "with --overwrite")
+    load_weights(checkpoint, student, partial=True)
+
+
 def make_stage(name: str, settings: AlignConfig | EndToEndConfig, teacher: nn.Module, student: nn.Module,
-               converted: tuple[int, ...], config: DistillConfig, task: Task, eval_task: Task,
+               aligned: tuple[int, ...], config: DistillConfig, task: Task, eval_task: Task,
                device: torch.device) -> DistillationStage:
-    """The objective of stage `name`: stage 1 trains the converted layers' mixers only; stage 2 the
+    """The objective of stage `name`: stage 1 trains the `aligned` layers' mixers only; stage 2 the
     whole student, or LoRA adapters (drawn from the run's seed, so a resumed run draws the same
     ones) on its projections. The stage's RNG starts from the run's seed and the stage's name (a
     resumed stage's from its checkpoint), as a training run's from its seed, so that what a run
@@ -183,7 +222,7 @@ def make_stage(name: str, settings: AlignConfig | EndToEndConfig, teacher: nn.Mo
                   heldout_seed=heldout_seed(config.seed), samples=config.eval.samples,
                   eval_batch_size=config.eval.batch_size, device=device)
     if name == "align":
-        return Alignment(student, teacher, converted, settings.seq_len, **common)
+        return Alignment(student, teacher, aligned, settings.seq_len, **common)
     student.requires_grad_(True)
     model = student
     if settings.lora is not None:
@@ -197,7 +236,7 @@ def stage_settings(name: str, settings: AlignConfig | EndToEndConfig, config: Di
     return LoopSettings(steps=settings.steps, batch_size=settings.batch_size, seq_len=settings.seq_len,
                         optimizer=settings.optimizer, log_every=config.log_every, eval_every=config.eval.every,
                         checkpoint_every=config.checkpoint_every, keep_checkpoints=config.keep_checkpoints,
-                        lr_key=f"distill.{name}.optimizer.lr", name=name)
+                        lr_key=f"distill.{name}.optimizer.lr", name=name, checkpoint_trained_only=True)
 
 
 def write_report(run_dir: Path, conversion: Any, stages: list, measured: dict[str, Any]) -> dict[str, Any]:

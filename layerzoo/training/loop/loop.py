@@ -56,6 +56,8 @@ class LoopSettings:
         lr_key: the setting a diverged run is told to lower ("training.optimizer.lr").
         name: a stage's name, on the progress bar and in the interrupt's message.
         tensorboard: records mirrored to TensorBoard events in the folder's tensorboard/.
+        checkpoint_trained_only: checkpoints hold only the parameters that train (a stage that
+            trains part of its model; the rest is its caller's to restore on resume).
     """
 
     steps: int
@@ -69,6 +71,7 @@ class LoopSettings:
     lr_key: str
     name: str | None = None
     tensorboard: bool = False
+    checkpoint_trained_only: bool = False
 
 
 def run_loop(objective: Objective, folder: str | Path, spec: Spec, settings: LoopSettings, *,
@@ -151,7 +154,7 @@ def run_loop(objective: Objective, folder: str | Path, spec: Spec, settings: Loo
             if (settings.checkpoint_every and (step + 1) % settings.checkpoint_every == 0) or last or stop:
                 saved = step + 1
                 save_checkpoint(checkpoint_dir(folder, saved), objective.model, optimizer, spec, saved, record,
-                                write=context.is_main)
+                                write=context.is_main, trained_only=settings.checkpoint_trained_only)
                 if context.is_main:
                     prune_checkpoints(folder, saved, settings.keep_checkpoints)
             if stop:

@@ -4,11 +4,17 @@ output, both on the teacher's own input to that layer's mixer.
 
 Each layer is aligned alone, on inputs that do not depend on the other converted layers, so one
 teacher forward gives every layer's target, and an error in one layer never feeds the next.
+
+A converted layer that computes what the teacher's attention computes on the sequences a stage
+sees (an SWA layer whose window covers them, with the teacher's weights) is exact: it has nothing
+to learn, and training it only moves it away (Adam turns its vanishing gradients into steps the
+size of the learning rate), so it is not aligned (`exact_layers`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,8 +23,37 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ...mixers.attention import CausalAttention
 from ...tasks import Batch
 from .batches import evaluating, forward_batch, heldout_batches, local, uncompiled
+
+# What attention options may differ without changing what a layer computes on sequences its window
+# covers: the window itself, and the kernel that computes it.
+NOT_THE_FUNCTION = ("window", "backend")
+
+
+def exact_layers(teacher: nn.Module, student: nn.Module, layers: Sequence[int], seq_len: int) -> list[int]:
+    """Those of `layers` whose student mixer computes the teacher's mixer exactly on sequences of
+    up to seq_len tokens: both attention (full or sliding window) with the same options but the
+    window, windows that see the same keys within seq_len tokens, and equal tensors."""
+    return [layer for layer in layers if same_attention(teacher.blocks[layer].mixer, student.blocks[layer].mixer, seq_len)]
+
+
+def same_attention(teacher: nn.Module, student: nn.Module, seq_len: int) -> bool:
+    """Whether two mixers are attention that computes the same (B, T <= seq_len, d_model) outputs."""
+    if not (isinstance(teacher, CausalAttention) and isinstance(student, CausalAttention)):
+        return False
+
+    def function(mixer: CausalAttention) -> dict:
+        return {key: value for key, value in dataclasses.asdict(mixer.options).items() if key not in NOT_THE_FUNCTION}
+
+    def keys_seen(mixer: CausalAttention) -> int:
+        return seq_len if mixer.window is None else min(mixer.window, seq_len)
+
+    if function(teacher) != function(student) or keys_seen(teacher) != keys_seen(student):
+        return False
+    theirs, ours = teacher.state_dict(), student.state_dict()
+    return theirs.keys() == ours.keys() and all(torch.equal(theirs[name], ours[name]) for name in ours)
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,13 @@ measured on held-out text."""
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from tqdm.auto import tqdm
 
 from ...tasks import IGNORE, Batch, Task
 from .batches import evaluating, forward_batch, heldout_batches, local, uncompiled
@@ -36,14 +38,18 @@ def divergence_sums(logits: torch.Tensor, teacher_logits: torch.Tensor, targets:
 @uncompiled
 def heldout_divergence(model: nn.Module, teacher: nn.Module | None, task: Task, seq_len: int, samples: int, seed: int,
                        *, batch_size: int = 8, variants: dict[str, Callable[[], contextlib.AbstractContextManager]]
-                       | None = None, device: torch.device | str = "cpu") -> dict[str, dict[str, float | None]]:
+                       | None = None, device: torch.device | str = "cpu", progress: str | None = None
+                       ) -> dict[str, dict[str, float | None]]:
     """For each variant {name: a context manager factory under which the model runs}: its mean
     held-out cross-entropy ("loss") and KL to the teacher ("kl", None without a teacher), over
     `samples` seeded sequences of `task`'s split. The teacher runs once per batch, whatever the
-    number of variants. Without variants: {"intact": ...}, the model as it is. Batches go to `device`."""
+    number of variants. Without variants: {"intact": ...}, the model as it is. Batches go to `device`.
+    progress: the label of a bar (on stderr) counting the model's forwards, variants by batches; None: no bar."""
     variants = variants or {"intact": contextlib.nullcontext}
     sums = {name: [0.0, 0.0, 0] for name in variants}
-    with evaluating(model, teacher):
+    forwards = math.ceil(samples / batch_size) * len(variants)
+    with evaluating(model, teacher), tqdm(total=forwards, desc=progress, unit="forward", disable=progress is None,
+                                          dynamic_ncols=True, mininterval=0.5) as bar:
         for batch, _ in heldout_batches(task, seq_len, samples, seed, batch_size=batch_size, context=local(device)):
             teacher_logits = None if teacher is None else forward_batch(teacher, batch)
             for name, variant in variants.items():
@@ -52,6 +58,7 @@ def heldout_divergence(model: nn.Module, teacher: nn.Module | None, task: Task, 
                 kl, ce, count = divergence_sums(logits, logits if teacher_logits is None else teacher_logits, batch.targets)
                 total = sums[name]
                 total[0], total[1], total[2] = total[0] + kl.item(), total[1] + ce.item(), total[2] + count
+                bar.update(1)
     return {name: {"loss": ce / max(count, 1), "kl": None if teacher is None else kl / max(count, 1)}
             for name, (kl, ce, count) in sums.items()}
 

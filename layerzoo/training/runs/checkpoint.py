@@ -1,6 +1,6 @@
 """Resumable checkpoints: one folder per step.
 
-    model.safetensors      weights (tied tensors stored once)
+    model.safetensors      weights (tied tensors stored once; a stage's trained parameters only, with trained_only)
     trainer.safetensors    optimizer tensors (`optimizer/<param>/<name>`) and RNG states (`rng/...`)
     trainer.json           step, optimizer param groups, metrics of the step
     spec.yaml              the resolved spec the model was built from
@@ -32,6 +32,7 @@ from torch.distributed.checkpoint.state_dict import (
 
 from ...errors import LayerzooError
 from ...specs import Spec, load_spec
+from ...tasks.text.cache import readable_files
 from .metrics import finite_or_null
 from .space import disk_full, is_disk_full, tensor_bytes
 
@@ -62,10 +63,18 @@ class Checkpoint:
     def step(self) -> int:
         return self.meta["step"]
 
+    @property
+    def trained_only(self) -> bool:
+        """Whether its weights are only the parameters its stage trained (save_checkpoint's trained_only)."""
+        return self.meta.get("trained_only", False)
+
 
 def save_checkpoint(directory: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    spec: Spec, step: int, metrics: dict[str, Any] | None = None, write: bool = True) -> None:
-    """Write a checkpoint of `step` completed steps. `write=False` on ranks other than 0."""
+                    spec: Spec, step: int, metrics: dict[str, Any] | None = None, write: bool = True,
+                    trained_only: bool = False) -> None:
+    """Write a checkpoint of `step` completed steps. `write=False` on ranks other than 0.
+    trained_only: model.safetensors holds only the parameters that require gradients (a stage
+    that trains part of a model it is given whole; load it with load_weights(..., partial=True))."""
     weights = get_model_state_dict(model, options=FULL)
     optim = get_optimizer_state_dict(model, optimizer, options=FULL)
     if not write:
@@ -74,11 +83,12 @@ def save_checkpoint(directory: str | Path, model: torch.nn.Module, optimizer: to
     bad = non_finite(weights)
     if bad:
         raise CheckpointError(f"{directory}: not written, weight {bad} holds non-finite values")
-    aliases = _aliases(model)
-    weights = {name: tensor.contiguous() for name, tensor in weights.items() if name not in aliases}
+    kept = trained_names(model) if trained_only else weights.keys() - _aliases(model)
+    weights = {name: tensor.contiguous() for name, tensor in weights.items() if name in kept}
     tensors = {f"optimizer/{name}/{key}": value for name, state in optim["state"].items() for key, value in state.items()}
     tensors = {key: value.contiguous() for key, value in {**tensors, **rng_state()}.items()}
-    meta = {"step": step, "param_groups": optim["param_groups"], "metrics": finite_or_null(metrics or {})}
+    meta = {"step": step, "param_groups": optim["param_groups"], "metrics": finite_or_null(metrics or {}),
+            **({"trained_only": True} if trained_only else {})}
     partial = directory.with_name(directory.name + ".partial")  # a crash mid-write leaves no half checkpoint
     shutil.rmtree(partial, ignore_errors=True)
     try:
@@ -87,6 +97,7 @@ def save_checkpoint(directory: str | Path, model: torch.nn.Module, optimizer: to
         save_file(tensors, partial / "trainer.safetensors")
         (partial / "trainer.json").write_text(json.dumps(meta, indent=1, allow_nan=False))
         spec.save(partial / "spec.yaml")
+        readable_files(partial)
     except (OSError, SafetensorError) as error:  # a failed write leaves no partial folder to fill the disk
         shutil.rmtree(partial, ignore_errors=True)
         if is_disk_full(error):
@@ -120,13 +131,19 @@ def checkpoint_spec(directory: str | Path) -> Spec:
         raise UnusableCheckpoint(str(error)) from None
 
 
-def load_weights(checkpoint: str | Path | Checkpoint, model: torch.nn.Module, spec: Spec | None = None) -> Spec:
+def load_weights(checkpoint: str | Path | Checkpoint, model: torch.nn.Module, spec: Spec | None = None,
+                 partial: bool = False) -> Spec:
     """Load a checkpoint's weights into an unwrapped model; returns the checkpoint's spec.
 
-    With `spec`, first checks that the checkpoint was trained with the same model.
+    With `spec`, first checks that the checkpoint was trained with the same model. partial: the
+    checkpoint may hold only what its stage trained (save_checkpoint's trained_only), loaded over
+    the model's own tensors; without it such a checkpoint is refused, as no whole model.
     """
     if not isinstance(checkpoint, Checkpoint):
         checkpoint = read_checkpoint(checkpoint, training_state=False)
+    if checkpoint.trained_only and not partial:
+        raise CheckpointError(f"{checkpoint.directory}: holds only the parameters its stage trained, not a whole model "
+                              "(a distillation's stage; its run's model/ folder holds the whole student)")
     if spec is not None:
         check_same_model(checkpoint, spec)
     check_fits(checkpoint, model)
@@ -165,7 +182,8 @@ def check_same_model(checkpoint: Checkpoint, spec: Spec) -> None:
 
 def check_fits(checkpoint: Checkpoint, model: torch.nn.Module) -> None:
     """UnusableCheckpoint unless the checkpoint's tensors have the model's names and shapes."""
-    expected = {name: tensor.shape for name, tensor in model.state_dict().items() if name not in _aliases(model)}
+    expected = {name: tensor.shape for name, tensor in model.state_dict().items() if name not in _aliases(model)
+                and (name in checkpoint.weights or not checkpoint.trained_only)}
     misfit = shape_misfit(checkpoint.weights, expected)
     if misfit:
         raise UnusableCheckpoint(f"{checkpoint.directory}/model.safetensors does not fit the model of its spec: {misfit}")
@@ -211,6 +229,8 @@ def read_meta(path: Path) -> dict[str, Any]:
         raise UnusableCheckpoint(f"{path}: param_groups must be a list of optimizer groups with params")
     if not isinstance(meta.get("metrics", {}), dict):
         raise UnusableCheckpoint(f"{path}: metrics must be a JSON object")
+    if not isinstance(meta.get("trained_only", False), bool):
+        raise UnusableCheckpoint(f"{path}: trained_only must be true or false, got {meta['trained_only']!r}")
     return meta
 
 
@@ -263,6 +283,13 @@ def first_difference(a: Any, b: Any, prefix: str = "") -> tuple[str, Any, Any] |
                 return found
         return None
     return None if a == b else (prefix, a, b)
+
+
+def trained_names(model: torch.nn.Module) -> set[str]:
+    """The state-dict names of the parameters that require gradients (a tied one by its first name)."""
+    if isinstance(model, torch.nn.parallel.DistributedDataParallel):
+        model = model.module
+    return {name for name, parameter in model.named_parameters() if parameter.requires_grad}
 
 
 def _aliases(model: torch.nn.Module) -> set[str]:

@@ -1,6 +1,7 @@
 """A distillation resumed mid-stage 1, between the stages, or mid-stage 2 (LoRA with dropout,
-stochastic windows), or after a SIGINT, ends as the uninterrupted run does, to the bit; and a run
-folder that holds a run is refused without --resume or --overwrite."""
+stochastic windows), or after a SIGINT, ends as the uninterrupted run does, to the bit, from
+checkpoints that hold only what their stage trains; and a run folder that holds a run is refused
+without --resume or --overwrite."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from layerzoo.training.distill.run import distill
 from layerzoo.training.errors import TrainingError
 from layerzoo.training.loop.interrupt import TrainingInterrupted
+from layerzoo.training.runs.checkpoint import CheckpointError, load_weights, read_checkpoint
 from tests.helpers.run_checks import assert_same_final_state
 from tests.training.distill.conftest import SWA_GDN, make
 
@@ -74,3 +76,14 @@ def test_sigint_in_stage_2_saves_a_checkpoint_and_resume_ends_as_the_whole_run(t
     run(text, tmp_path / "run", resume=True)
     for stage in ("align", "end_to_end"):
         assert_same_final_state(tmp_path / "run" / stage, whole / stage)
+
+
+def test_a_checkpoint_holds_what_its_stage_trains_and_is_no_whole_model(text, whole):
+    conversion, _ = make(text, SWA_GDN, **SETTINGS)
+    align = read_checkpoint(whole / "align" / "checkpoints" / "step-00000004")
+    assert align.weights and all(name.startswith(("blocks.0.mixer.", "blocks.1.mixer.")) for name in align.weights)
+    adapters = read_checkpoint(whole / "end_to_end" / "checkpoints" / "step-00000004").weights
+    assert adapters and all("lora_" in name for name in adapters)
+    with pytest.raises(CheckpointError, match=r"step-00000004: holds only the parameters its stage trained, not a "
+                                              r"whole model"):
+        load_weights(align, conversion.student)
