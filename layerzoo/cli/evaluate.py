@@ -18,11 +18,12 @@ def add_parser(commands, name: str) -> None:
                              "student and its teacher) or a model folder (layerzoo's, or a Llama, Mistral or Qwen one "
                              "`layerzoo convert` reads); several are drawn on one plot")
     add_section_flags(parser, EvalSettings)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars or time estimates (stderr)")
 
 
 def run(args: argparse.Namespace) -> int:
     settings = section_of(EvalSettings, args)  # checked before torch is imported
     from ..evaluation import evaluate
 
-    evaluate(args.checkpoint, settings)
+    evaluate(args.checkpoint, settings, progress=not args.no_progress)
     return 0

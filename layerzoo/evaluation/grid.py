@@ -9,32 +9,42 @@ import math
 
 from torch import nn
 
+from ..assemblies.causal_lm import CausalLM
 from ..mixers import at_window
 from ..tasks import Task
 from ..training.objectives.batches import LOCAL
 from ..training.objectives.language_model import score_heldout
 from ..training.parallel.distributed import Context
+from .progress import Progress
 
 
 def evaluate_grid(model: nn.Module, task: Task, lengths: list[int], depths: list[float], samples: int, seed: int, *,
                   window: int | None = None, batch_size: int = 16, context: Context = LOCAL,
-                  autocast=contextlib.nullcontext()) -> dict:
+                  autocast=contextlib.nullcontext(), label: str = "grid", progress: bool = False) -> dict:
     """Accuracy at each (length, depth); a task without depths gets one column of depth None.
 
     Tasks with several variants (the NIAH suite) are scored per variant with samples/len(variants)
-    examples each; the cell is the mean over variants, as RULER averages its tasks.
+    examples each; the cell is the mean over variants, as RULER averages its tasks. `progress`: a
+    bar of the tokens run (stderr, named `label`) and the grid's time after its first cell.
     Returns {"window", "lengths", "depths", "accuracy": [[...] per depth], "variants": {name: grid}}.
     """
     depths = list(depths) if task.has_depth else [None]
     variants = getattr(task, "variants", None) or (None,)
-    per_variant = {}
-    with at_window(model, window):
-        for variant in variants:
-            sub = dataclasses.replace(task, variants=(variant,)) if variant else task
-            per_variant[variant or task.name] = [
-                [score_heldout(model, sub, length, math.ceil(samples / len(variants)), seed, depth=depth,
-                          batch_size=batch_size, context=context, autocast=autocast)["accuracy"] for length in lengths]
-                for depth in depths]
+    per_cell = math.ceil(samples / len(variants))
+    tasks = {variant or task.name: dataclasses.replace(task, variants=(variant,)) if variant else task
+             for variant in variants}
+    # a CausalLM's head runs on the scored tail only (NIAH scores its query, at the end); ARMT's segments need all
+    scored_tail = isinstance(model, CausalLM)
+    total = len(tasks) * len(depths) * sum(lengths) * per_cell
+    per_variant = {name: [[0.0] * len(lengths) for _ in depths] for name in tasks}
+    with at_window(model, window), Progress(total, label, "the grid", enabled=progress and context.is_main) as bar:
+        for name, sub in tasks.items():
+            for i, depth in enumerate(depths):
+                for j, length in enumerate(lengths):
+                    per_variant[name][i][j] = score_heldout(
+                        model, sub, length, per_cell, seed, depth=depth, batch_size=batch_size, context=context,
+                        autocast=autocast, scored_tail=scored_tail)["accuracy"]
+                    bar.advance(length * per_cell)
     grids = list(per_variant.values())
     mean = [[sum(g[i][j] for g in grids) / len(grids) for j in range(len(lengths))] for i in range(len(depths))]
     return {"window": window, "lengths": list(lengths), "depths": depths, "accuracy": mean, "variants": per_variant}

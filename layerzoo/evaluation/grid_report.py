@@ -18,9 +18,10 @@ from .heatmap import plot_heatmap
 
 def grid_report(model: nn.Module, spec: Spec, task: Task, out_dir: str | Path, *, lengths: list[int] | None = None,
                 depths: list[float] | None = None, window: int | None = None, samples: int | None = None,
-                context: Context = LOCAL, autocast=None) -> dict:
-    """Evaluate the grid (None: the spec's training.eval value), print the table, write
-    <out_dir>/eval-window<W>.json and .png (rank 0 only); returns the grid."""
+                context: Context = LOCAL, autocast=None, progress: bool = False) -> dict:
+    """Evaluate the grid (None: the spec's training.eval value; `progress`: its bar and time
+    estimate on stderr), print the table, write <out_dir>/eval-window<W>.json and .png (rank 0
+    only); returns the grid."""
     config = spec.training.eval
     lengths = list((config.lengths or [spec.training.seq_len]) if lengths is None else lengths)
     depths = list(config.depths if depths is None else depths)
@@ -29,18 +30,19 @@ def grid_report(model: nn.Module, spec: Spec, task: Task, out_dir: str | Path, *
     return write_grid(model, task, Path(out_dir) / report_stem("eval", window), lengths, depths, samples,
                       label=spec.name or "model", spec=spec.name, train_length=trained_length(spec, model),
                       seed=report_seed(spec.training.seed), window=window, batch_size=config.batch_size, context=context,
-                      autocast=autocast)
+                      autocast=autocast, progress=progress)
 
 
 def write_grid(model: nn.Module, task: Task, stem: str | Path, lengths: list[int], depths: list[float], samples: int, *,
                label: str, spec: str | None = None, train_length: int | None = None, seed: int = 2,
                window: int | None = None, batch_size: int = 16, context: Context = LOCAL, autocast=None,
-               about: dict | None = None) -> dict:
-    """evaluate_grid of `model` (named `label`; `seed` draws the examples), print the table, write
-    <stem>.json (with `about`'s keys too) and .png (rank 0 only); returns the grid."""
+               about: dict | None = None, progress: bool = False) -> dict:
+    """evaluate_grid of `model` (named `label`; `seed` draws the examples; `progress`: its bar and
+    time estimate on stderr), print the table, write <stem>.json (with `about`'s keys too) and .png
+    (rank 0 only); returns the grid."""
     extra = {} if autocast is None else {"autocast": autocast}
     grid = evaluate_grid(model, task, lengths, depths, samples, seed, window=window, batch_size=batch_size,
-                         context=context, **extra)
+                         context=context, label=label, progress=progress, **extra)
     grid = {"spec": spec, **(about or {}), "task": task.name, "train_length": train_length, **grid}
     if context.is_main:
         stem = Path(stem)

@@ -19,6 +19,7 @@ from torch import nn
 from ..mixers import at_window
 from ..tasks import Text
 from ..training.objectives.batches import uncompiled
+from .progress import Progress
 
 LOG2 = math.log(2)
 
@@ -27,7 +28,7 @@ LOG2 = math.log(2)
 @uncompiled
 def perplexity_by_length(model: nn.Module, task: Text, lengths: list[int], *, samples: int = 8, chunk_size: int = 1024,
                          window: int | None = None, seed: int = 0, device: torch.device | str = "cpu",
-                         autocast=contextlib.nullcontext()) -> dict:
+                         autocast=contextlib.nullcontext(), label: str = "perplexity", progress: bool = False) -> dict:
     """For each context length L: the mean loss (nats per token), perplexity and bits per byte of
     the first L predictions of up to `samples` documents of `task`'s split that have L + 1 tokens
     (a seeded choice; each document from its start, its first token EOS). Per position bucket
@@ -35,6 +36,7 @@ def perplexity_by_length(model: nn.Module, task: Text, lengths: list[int], *, sa
     the documents of the longest length that has any, so every bucket averages the same documents.
 
     Each document runs once, to the longest length it counts for, in pieces of chunk_size tokens.
+    `progress`: a bar of the tokens run (stderr, named `label`) and the whole's time after the first piece.
     """
     was_training = model.training
     model.eval()
@@ -52,7 +54,7 @@ def perplexity_by_length(model: nn.Module, task: Text, lengths: list[int], *, sa
     token_bytes = torch.from_numpy(task.tokenizer_model.token_bytes)
     totals = {length: np.zeros(2) for length in lengths}  # loss sum, bytes
     buckets = np.zeros(((longest or 1).bit_length() + 1, 3))  # loss sum, bytes, tokens
-    with at_window(model, window):
+    with at_window(model, window), Progress(sum(reach.values()), label, "perplexity", enabled=progress) as bar:
         for doc, stop in reach.items():
             tokens = torch.from_numpy(task.shards.document(doc)[:stop + 1])
             for start, losses, targets in stream_losses(model, tokens, chunk_size, device, autocast):
@@ -63,6 +65,7 @@ def perplexity_by_length(model: nn.Module, task: Text, lengths: list[int], *, sa
                 if doc in chosen.get(longest, ()):
                     bucket = position_buckets(np.arange(start, start + len(losses)))
                     np.add.at(buckets, bucket, np.stack([losses.numpy(), nbytes.numpy(), np.ones(len(losses))], 1))
+                bar.advance(len(losses))
     model.train(was_training)
     rows = [measures(totals[length][0], totals[length][1], length * len(chosen[length]),
                      length=length, documents=len(chosen[length])) for length in lengths]

@@ -38,13 +38,16 @@ from ..training.runs.folder import report_stem
 from .reading import EvaluationError, Scored, read, unique
 from .settings import EvalSettings
 
-def evaluate(paths: Sequence[str | Path], settings: EvalSettings | None = None, **options: Any) -> dict[str, dict]:
+def evaluate(paths: Sequence[str | Path], settings: EvalSettings | None = None, *, progress: bool = True,
+             **options: Any) -> dict[str, dict]:
     """Score the models `paths` stand for (see above), alone or side by side: print their tables,
     write their JSON and plots, and return each model's result by its label.
 
     Args:
         paths: training run, checkpoint, distill run or model folders.
         settings: an EvalSettings (None: made of `options`).
+        progress: each model's bar of the tokens it runs, and after its first step the time the
+            whole will take, on stderr.
         **options: EvalSettings' fields as keyword arguments (`metric="perplexity"`,
             `lengths=[256, 1024]`, ...), each checked against its declaration.
 
@@ -61,10 +64,10 @@ def evaluate(paths: Sequence[str | Path], settings: EvalSettings | None = None, 
     metric = settings.metric or ("accuracy" if scored[0].kind == "run" and scored[0].task.name != "text"
                                  else "perplexity")
     if metric == "perplexity":
-        return perplexity(settings, scored)
+        return perplexity(settings, scored, progress)
     if all(entry.kind == "run" for entry in scored):
-        return run_accuracy(settings, scored)
-    return accuracy(settings, scored)
+        return run_accuracy(settings, scored, progress)
+    return accuracy(settings, scored, progress)
 
 
 def flag_text(settings: EvalSettings) -> dict[str, Any] | None:
@@ -116,7 +119,7 @@ def placement(entry: Scored, settings: EvalSettings, lengths: list[int] | None, 
     return list(lengths), window, folder / report_stem("-".join(filter(None, (kind, entry.name))), window)
 
 
-def perplexity(settings: EvalSettings, scored: list[Scored]) -> dict[str, dict]:
+def perplexity(settings: EvalSettings, scored: list[Scored], progress: bool) -> dict[str, dict]:
     """Each model's perplexity report (table, JSON), one PNG of all, and with several a table of
     all; returns each model's result by label."""
     from .perplexity_plot import plot_perplexity
@@ -142,21 +145,22 @@ def perplexity(settings: EvalSettings, scored: list[Scored]) -> dict[str, dict]:
             entry.model, task, stem, entry_lengths, label=entry.label, spec=getattr(entry.spec, "name", None),
             train_length=entry.train_length, seed=entry.seed, window=window,
             samples=settings.samples or entry.documents, chunk_size=settings.chunk_size, plot=False,
-            about={"kind": entry.kind, "source": str(entry.source), "files": list(task.files), "holdout": task.holdout})
+            about={"kind": entry.kind, "source": str(entry.source), "files": list(task.files), "holdout": task.holdout},
+            progress=progress)
     out = out or plan[0][4].parent
     out.mkdir(parents=True, exist_ok=True)
     windows = {window for entry, _, _, window, _ in plan if not entry.fixed_window} or {None}  # a teacher's are its own
     png = out / (f"{report_stem('perplexity', windows.pop())}.png" if len(windows) == 1 else "perplexity-windows.png")
     plot_perplexity(results, png, title="perplexity against context length, held-out text")
     if len(results) > 1:
-        print("perplexity over the first L tokens of held-out text, each model beside the others (state: elements "
-              "per sequence at the longest length):")
+        print("perplexity over the first L tokens of held-out text, each model beside the others (state: the floats "
+              "a sequence's state holds at the longest length):")
         print(format_comparison(results))
     print(f"wrote {png}")
     return results
 
 
-def run_accuracy(settings: EvalSettings, scored: list[Scored]) -> dict[str, dict]:
+def run_accuracy(settings: EvalSettings, scored: list[Scored], progress: bool) -> dict[str, dict]:
     """A training run's length x depth grid on its own task (one run at a time), by its label."""
     from .grid_report import grid_report
 
@@ -165,10 +169,10 @@ def run_accuracy(settings: EvalSettings, scored: list[Scored]) -> dict[str, dict
     entry = scored[0]
     return {entry.label: grid_report(entry.model, entry.spec, entry.task, Path(settings.out) if settings.out else entry.folder,
                                      lengths=settings.lengths, depths=settings.depths, window=settings.window,
-                                     samples=settings.samples)}
+                                     samples=settings.samples, progress=progress)}
 
 
-def accuracy(settings: EvalSettings, scored: list[Scored]) -> dict[str, dict]:
+def accuracy(settings: EvalSettings, scored: list[Scored], progress: bool) -> dict[str, dict]:
     """Distill runs and model folders: each model's NIAH grid in its tokenizer's tokens (table,
     JSON, heatmap), and with several a table of all (mean over depths by length); returns each
     model's grid by label."""
@@ -192,7 +196,7 @@ def accuracy(settings: EvalSettings, scored: list[Scored]) -> dict[str, dict]:
                                         label=entry.label, train_length=entry.train_length, seed=entry.seed,
                                         window=window, batch_size=entry.batch_size,
                                         about={"kind": entry.kind, "source": str(entry.source),
-                                               "tokenizer": entry.tokenizer})
+                                               "tokenizer": entry.tokenizer}, progress=progress)
     if len(grids) > 1:
         print("NIAH accuracy (%) in each model's tokens, mean over depths, each model beside the others:")
         print(format_accuracies(grids))

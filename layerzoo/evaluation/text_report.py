@@ -57,12 +57,15 @@ def perplexity_report(model: nn.Module, spec: Spec, task: Text, out_dir: str | P
 def write_perplexity(model: nn.Module, task: Text, stem: str | Path, lengths: list[int], *, label: str,
                      spec: str | None = None, train_length: int | None = None, seed: int = 2, window: int | None = None,
                      samples: int = 8, chunk_size: int = 1024, context: Context = LOCAL,
-                     autocast=contextlib.nullcontext(), plot: bool = True, about: dict | None = None) -> dict:
-    """perplexity_by_length of `model` (named `label`; `seed` chooses the documents) on task's
-    held-out documents, with its state per sequence at the longest length; print the table and
-    (rank 0) write <stem>.json (with `about`'s keys too), and <stem>.png when `plot`."""
+                     autocast=contextlib.nullcontext(), plot: bool = True, about: dict | None = None,
+                     progress: bool = False) -> dict:
+    """perplexity_by_length of `model` (named `label`; `seed` chooses the documents; `progress`: its
+    bar and time estimate on stderr) on task's held-out documents, with its state per sequence at
+    the longest length; print the table and (rank 0) write <stem>.json (with `about`'s keys too),
+    and <stem>.png when `plot`."""
     result = perplexity_by_length(model, task, lengths, samples=samples, chunk_size=chunk_size, window=window,
-                                  seed=seed, device=context.device, autocast=autocast)
+                                  seed=seed, device=context.device, autocast=autocast, label=label,
+                                  progress=progress and context.is_main)
     result = {"run": label, "spec": spec, **(about or {}), "tokenizer": task.tokenizer, "train_length": train_length,
               **result, "state": state_at(model, max(lengths), window)}
     if context.is_main:
@@ -96,7 +99,7 @@ def format_comparison(results: dict[str, dict]) -> str:
     sequence at the longest length, then its perplexity at each context length."""
     lengths = sorted({row["length"] for result in results.values() for row in result["lengths"]})
     longest = max(lengths)
-    head = ("model", f"state@{longest}", *map(str, lengths))
+    head = ("model", f"state@{longest} (floats)", *map(str, lengths))
     rows = []
     for label, result in results.items():
         by_length = {row["length"]: row["perplexity"] for row in result["lengths"]}

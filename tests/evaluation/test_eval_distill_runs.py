@@ -48,7 +48,7 @@ def row(text: str, label: str) -> list[str]:
 
 def test_eval_of_a_distill_run_tables_the_teacher_beside_the_student(run):
     text = run.printed
-    assert re.search(r"^model +state@512 +32 +64 +128 +256 +512$", text, re.M), text
+    assert re.search(r"^model +state@512 \(floats\) +32 +64 +128 +256 +512$", text, re.M), text
     teacher, student = row(text, "teacher (teacher)"), row(text, "run (student)")
     assert len(teacher) == len(student) == 6
     assert int(teacher[0].replace(",", "")) > int(student[0].replace(",", ""))  # layer 1's KV cache became a GDN state

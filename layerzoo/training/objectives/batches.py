@@ -34,11 +34,15 @@ def training_batch(task: Task, seq_len: int, seed: int, stream: str, step: int, 
     return task.batch(seq_len, seeds, pack=task.pack).to(device)
 
 
-def forward_batch(model: nn.Module, batch: Batch, autocast=contextlib.nullcontext()) -> torch.Tensor:
-    """The model's logits on a batch, (B, T, vocab) fp32: a batch of packed examples (cu_seqlens)
-    runs as one packed row, so that no example sees another."""
+def forward_batch(model: nn.Module, batch: Batch, autocast=contextlib.nullcontext(), logits_to_keep: int = 0
+                  ) -> torch.Tensor:
+    """The model's logits on a batch, (B, T, vocab) fp32 ((B, K, vocab): the last K = logits_to_keep
+    positions', for a CausalLM on unpacked rows): a batch of packed examples (cu_seqlens) runs as one
+    packed row, so that no example sees another."""
     with autocast:
-        if batch.cu_seqlens is None:
+        if logits_to_keep:
+            logits = model(batch.input_ids, logits_to_keep=logits_to_keep)
+        elif batch.cu_seqlens is None:
             logits = model(batch.input_ids)
         else:
             logits = model(batch.input_ids.reshape(1, -1), cu_seqlens=batch.cu_seqlens).reshape(*batch.input_ids.shape, -1)

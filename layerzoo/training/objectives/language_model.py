@@ -66,27 +66,37 @@ def examples_per_rank(config: TrainingConfig, world_size: int) -> int:
     return config.batch_size // world_size
 
 
-def score(model: nn.Module, batch: Batch, autocast: contextlib.AbstractContextManager) -> tuple[torch.Tensor, torch.Tensor, int]:
+def score(model: nn.Module, batch: Batch, autocast: contextlib.AbstractContextManager, scored_tail: bool = False
+          ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """(summed cross-entropy (0-d, differentiable), correct argmax predictions (0-d), scored tokens)
-    over the positions of batch.targets that are not IGNORE."""
-    logits = forward_batch(model, batch, autocast)
-    targets = batch.targets
+    over the positions of batch.targets that are not IGNORE. scored_tail (a CausalLM on unpacked
+    rows): the head runs from the first scored position on only."""
+    keep = tail_length(batch.targets) if scored_tail else 0
+    logits = forward_batch(model, batch, autocast, logits_to_keep=keep)
+    targets = batch.targets[:, -keep:] if keep else batch.targets
     loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE, reduction="sum")
     correct = ((logits.argmax(-1) == targets) & (targets != IGNORE)).sum()
     return loss, correct, batch.scored
 
 
+def tail_length(targets: torch.Tensor) -> int:
+    """Columns from the first one any row of targets (B, T) scores to the end (T: none scored)."""
+    columns = (targets != IGNORE).any(0).nonzero()
+    return targets.shape[1] - int(columns[0]) if len(columns) else targets.shape[1]
+
+
 @torch.no_grad()
 @uncompiled
 def score_heldout(model: nn.Module, task: Task, seq_len: int, samples: int, seed: int, *, depth: float | None = None,
-             batch_size: int = 16, context: Context = LOCAL, autocast=contextlib.nullcontext()) -> dict[str, float]:
+             batch_size: int = 16, context: Context = LOCAL, autocast=contextlib.nullcontext(),
+             scored_tail: bool = False) -> dict[str, float]:
     """Mean loss and accuracy over the scored tokens of `samples` seeded examples (the same ones
-    every call), the samples split over data-parallel ranks."""
+    every call), the samples split over data-parallel ranks; scored_tail as `score`'s."""
     loss = correct = count = 0.0
     with evaluating(model):
         for batch, counts in heldout_batches(task, seq_len, samples, seed, depth=depth, batch_size=batch_size,
                                              context=context):
-            batch_loss, batch_correct, batch_count = score(model, batch, autocast)
+            batch_loss, batch_correct, batch_count = score(model, batch, autocast, scored_tail)
             if counts:
                 loss, correct, count = loss + batch_loss.item(), correct + batch_correct.item(), count + batch_count
     loss, correct, count = all_sum([loss, correct, count], context, context.device)
