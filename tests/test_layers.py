@@ -35,6 +35,8 @@ LAYERS = (
     Layer(("mixers",), "one file per mixer, each with its Options"),
     Layer(("specs",), "YAML specs, their sections, the model section's resolution"),
     Layer(("assemblies.causal_lm", "assemblies.generate"), "the causal LM and its generation"),
+    Layer(("tasks.text.cache", "hf.quiet", "hf.gguf"), "content-addressed caches written whole; GGUF files "
+                                                      "read as Hugging Face folders (for ARMT's wrap too)"),
     Layer(("assemblies.armt",), "ARMT around a causal LM"),
     Layer(("assemblies.build", "assemblies"), "`build`, the one factory above both; `describe`"),
     Layer(("tasks",), "training tasks and the seeds their examples are drawn from"),

@@ -1,4 +1,4 @@
-"""`layerzoo convert HF_FOLDER --pattern P --out DIR`: a pretrained transformer as a hybrid, its
+"""`layerzoo convert HF_FOLDER|MODEL.gguf --pattern P --out DIR`: a pretrained transformer as a hybrid, its
 attention layers replaced by other mixers initialised from their weights (layerzoo.convert)."""
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ def add_parser(commands, name: str) -> None:
                                             "by other mixers initialised from their weights", epilog=PATTERNS,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("teacher", metavar="HF_FOLDER", help="a local folder of a Llama (SmolLM2), Mistral, Qwen2 or "
-                        "Qwen3 causal LM (config.json, safetensors; its code is never run), or a layerzoo folder of "
-                        "attention layers")
+                        "Qwen3 causal LM (config.json, safetensors; its code is never run), a GGUF file of one "
+                        "(MODEL.gguf, dequantized to fp32 once into the cache), or a layerzoo folder of attention layers")
     parser.add_argument("--pattern", required=True, help="a rule or a YAML spec file (below)")
     parser.add_argument("--set", dest="options", action="append", default=[], metavar="MIXER.OPTION=VALUE",
                         help="an option of a pattern's mixer, e.g. --set swa.window=512 (repeatable)")

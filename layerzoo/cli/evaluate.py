@@ -16,7 +16,7 @@ def add_parser(commands, name: str) -> None:
     parser.add_argument("checkpoint", nargs="+", metavar="RUN_OR_MODEL",
                         help="a checkpoint folder, a run folder (its latest checkpoint), a distill run folder (its "
                              "student and its teacher) or a model folder (layerzoo's, or a Llama, Mistral or Qwen one "
-                             "`layerzoo convert` reads); several are drawn on one plot")
+                             "`layerzoo convert` reads, or a GGUF file of one: MODEL.gguf); several are drawn on one plot")
     add_section_flags(parser, EvalSettings)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars or time estimates (stderr)")
 

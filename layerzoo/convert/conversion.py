@@ -20,6 +20,7 @@ from .. import __version__
 from ..assemblies.causal_lm import CausalLM
 from ..hf.config import LayerzooConfig
 from ..hf.export import fill
+from ..hf.gguf import gguf_folder, is_gguf
 from ..hf.model import LayerzooForCausalLM
 from ..hf.quiet import no_transformers_bars
 from ..specs import LayerConfig, MixerConfig, ModelConfig
@@ -28,7 +29,7 @@ from .errors import ConvertError
 from .folder import TeacherFolder, read_json, tokenizer_files
 from .pattern import read_pattern
 from .targets import student_options
-from .teacher import Teacher, read_teacher
+from .teacher import FAMILIES, Teacher, read_teacher
 
 RECORD = "conversion.json"
 Pattern = str | Path | Sequence[str] | Mapping[str, Any]
@@ -108,20 +109,21 @@ class Conversion:
 
 def read_teacher_folder(path: str | Path) -> tuple[TeacherFolder, Teacher, CausalLM]:
     """A teacher folder (what `convert` reads: a Llama, Mistral, Qwen2 or Qwen3 folder, or a
-    layerzoo folder of attention layers), its description and its model in layerzoo with the
-    folder's tensors; ConvertError in one line, before any weight is allocated, as `convert`'s."""
-    folder = TeacherFolder.read(path)
+    layerzoo folder of attention layers, or a GGUF file of those families), its description and
+    its model in layerzoo with the folder's tensors; ConvertError (GGUFError for a GGUF file) in
+    one line, before any weight is allocated, as `convert`'s."""
+    folder = read_folder(path)
     teacher = read_teacher(folder)
     check_weights(folder, teacher)
     return folder, teacher, load_teacher(folder, teacher)
 
 
 def convert(teacher_folder: str | Path, pattern: Pattern, out: str | Path | None = None, *, seed: int = 0) -> Conversion:
-    """Convert the causal LM in `teacher_folder` (a Hugging Face folder of a supported family, or a
-    layerzoo folder of attention layers) by `pattern` (pattern.py: a rule string, a list of mixer
+    """Convert the causal LM in `teacher_folder` (a Hugging Face folder of a supported family, a
+    GGUF file of one, or a layerzoo folder of attention layers) by `pattern` (pattern.py: a rule string, a list of mixer
     names, a spec-like mapping or a YAML file); with `out`, save the student there too.
     `seed` seeds the student's own initialisation (what init_from_attention leaves to it)."""
-    folder = TeacherFolder.read(teacher_folder)
+    folder = read_folder(teacher_folder)
     teacher = read_teacher(folder)
     student_config, converted = student_model(teacher.model, pattern)
     check_tokenizer(folder, teacher.model.vocab_size)
@@ -137,6 +139,14 @@ def convert(teacher_folder: str | Path, pattern: Pattern, out: str | Path | None
     if out is not None:
         conversion.save(out)
     return conversion
+
+
+def read_folder(path: str | Path) -> TeacherFolder:
+    """The teacher folder at `path`; a GGUF file is read as the fp32 folder it dequantizes into
+    (GGUFError, before any tensor is read, for one not of a supported family)."""
+    if is_gguf(path):
+        path = gguf_folder(path, FAMILIES)  # GGUF names its architectures as transformers' model_type
+    return TeacherFolder.read(path)
 
 
 def student_model(teacher: ModelConfig, pattern: Pattern) -> tuple[ModelConfig, tuple[int, ...]]:

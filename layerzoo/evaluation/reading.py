@@ -60,8 +60,11 @@ class Scored:
 
 
 def read(path: str) -> list[Scored]:
-    """What an argument stands for: [the run], [teacher, student] of a distill run, [the model]."""
+    """What an argument stands for: [the run], [teacher, student] of a distill run, [the model]
+    (a model folder, or a GGUF file read as the folder it dequantizes into)."""
     folder = Path(path)
+    if folder.suffix.lower() == ".gguf":  # checked before importing layerzoo.hf, which imports transformers
+        return [gguf_file(folder)]
     if latest_checkpoint(folder) is not None or not folder.is_dir():
         return [training_run(path)]
     if is_distill_run(folder):
@@ -168,10 +171,22 @@ def distill_run(folder: Path) -> list[Scored]:
     return [teacher, student]
 
 
-def model_folder(folder: Path) -> Scored:
+def gguf_file(path: Path) -> Scored:
+    """A GGUF file of a family `layerzoo convert` reads, as the model folder it dequantizes into,
+    named by the file's stem."""
+    try:
+        from ..convert.teacher import FAMILIES
+        from ..hf.gguf import gguf_folder
+    except ImportError as error:  # transformers is an extra; its absence is one line too
+        raise EvaluationError(f"{path}: reading a GGUF file needs transformers and gguf ({error})") from None
+    return model_folder(gguf_folder(path, FAMILIES), path.stem)
+
+
+def model_folder(folder: Path, label: str | None = None) -> Scored:
     """A model folder, read with its own tokenizer; its text, lengths and report folder come from
-    the flags or the runs beside it."""
-    return Scored(folder.name, load_model_folder(folder), folder, "model", tokenizer=str(folder), name=folder.name)
+    the flags or the runs beside it. label: its row and reports' infix (default: the folder's name)."""
+    label = label or folder.name
+    return Scored(label, load_model_folder(folder), folder, "model", tokenizer=str(folder), name=label)
 
 
 def load_model_folder(folder: Path) -> nn.Module:

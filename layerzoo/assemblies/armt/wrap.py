@@ -27,9 +27,9 @@ def wrap(model: nn.Module | str | Path, config: ARMTConfig | None = None, *, tra
     base weights changed since wrap unless told to save them too.
 
     Args:
-        model: the base causal LM: a transformers model, a local save_pretrained directory
-            (loaded with `load_hf_checkpoint`, never from the Hub), or a layerzoo CausalLM. Its
-            weights are used, not copied.
+        model: the base causal LM: a transformers model, a local save_pretrained directory or
+            GGUF file (loaded with `load_hf_checkpoint`, never from the Hub), or a layerzoo
+            CausalLM. Its weights are used, not copied.
         config: the ARMT settings as an ARMTConfig; None: made of `options`.
         train_base: leave the base's weights trainable (requires_grad True); False: freeze them.
         **options: ARMTConfig fields (segment_size and num_mem_tokens required; memory_layers
@@ -48,6 +48,7 @@ def wrap(model: nn.Module | str | Path, config: ARMTConfig | None = None, *, tra
         ValueError: segment_size + num_mem_tokens exceeds the base model's positions; a directory
             whose checkpoint needs its own code.
         FileNotFoundError: a directory without config.json.
+        GGUFError: a GGUF file that cannot be read as a model (layerzoo.hf.gguf), before any tensor is read.
     """
     if not isinstance(train_base, bool):
         raise TypeError(f"train_base must be True or False, got {train_base!r}")
@@ -63,12 +64,13 @@ def wrap(model: nn.Module | str | Path, config: ARMTConfig | None = None, *, tra
 
 
 def load_hf_checkpoint(path: str | Path) -> nn.Module:
-    """A transformers causal LM from a local save_pretrained directory (never the hub). A folder
-    whose model needs its own Python code (an `auto_map` in config.json) is refused: layerzoo
-    never runs code that came with a checkpoint.
+    """A transformers causal LM from a local save_pretrained directory or GGUF file (never the
+    hub). A folder whose model needs its own Python code (an `auto_map` in config.json) is
+    refused: layerzoo never runs code that came with a checkpoint.
 
     Args:
-        path: the directory save_pretrained wrote.
+        path: the directory save_pretrained wrote, or a .gguf file (read as the fp32 folder it
+            dequantizes into, layerzoo.hf.gguf).
 
     Returns:
         The model, from AutoModelForCausalLM.from_pretrained (local files only, no remote code).
@@ -77,7 +79,16 @@ def load_hf_checkpoint(path: str | Path) -> nn.Module:
         FileNotFoundError: the directory has no config.json.
         ValueError: config.json is not valid JSON, or has an `auto_map`.
         ImportError: transformers is not installed.
+        GGUFError: a GGUF file that cannot be read as a model, before any tensor is read.
     """
+    try:
+        from transformers import AutoModelForCausalLM
+
+        from ...hf.gguf import gguf_folder, is_gguf  # needs transformers too: imported here, as it is
+    except ImportError:
+        raise ImportError("wrapping a Hugging Face checkpoint needs transformers: pip install 'layerzoo[hf]'") from None
+    if is_gguf(path):
+        path = gguf_folder(path)
     config = Path(path) / "config.json"
     if not config.is_file():
         raise FileNotFoundError(f"{path}: not a Hugging Face checkpoint directory (no config.json)")
@@ -88,8 +99,4 @@ def load_hf_checkpoint(path: str | Path) -> nn.Module:
     if needs_code:
         raise ValueError(f"{path}: the checkpoint needs its own code (config.json has an auto_map); "
                          "layerzoo loads only models transformers ships (trust_remote_code=False)")
-    try:
-        from transformers import AutoModelForCausalLM
-    except ImportError:
-        raise ImportError("wrapping a Hugging Face checkpoint needs transformers: pip install 'layerzoo[hf]'") from None
     return AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
