@@ -40,8 +40,9 @@ class Conversion:
     """teacher: the teacher in layerzoo, every layer attention (its logits are the folder's
     model's); student: the pattern's model, the teacher's tensors where its layers are unchanged,
     new mixers initialised from attention; converted: indices of the layers whose mixer changed;
-    source: the teacher folder as the user named it (what conversion.json and distill-report.json
-    say; its tokenizer files are copied from there);
+    source: the teacher folder or GGUF file as the user named it (what conversion.json and
+    distill-report.json say; its tokenizer files are copied from there, or from the folder a GGUF
+    dequantizes into);
     token_ids: the teacher's bos/eos/pad ids, for the saved folder's config."""
 
     teacher: CausalLM
@@ -60,7 +61,7 @@ class Conversion:
         state = {f"model.{name}": tensor for name, tensor in self.student.state_dict().items()}
         with no_transformers_bars():  # a model built here, not a folder read
             model = LayerzooForCausalLM.from_pretrained(None, config=config, state_dict=state)
-        tokenizer = tokenizer_files(self.source)
+        tokenizer = tokenizer_files(folder_path(self.source))
 
         def write(folder: Path) -> None:
             with no_transformers_bars():  # a file written in seconds: convert prints its own lines, as export
@@ -99,7 +100,7 @@ class Conversion:
         if not isinstance(converted, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in converted):
             raise ConvertError(f"{out_dir / RECORD}: converted_layers must be a list of layer indices, got {converted!r:.80}")
         source = Path(record["teacher"])
-        if not source.is_dir():
+        if not (source.is_dir() or is_gguf(source) and source.is_file()):
             raise ConvertError(f"{out_dir / RECORD}: the teacher's folder {source} is missing (the teacher is read "
                                "from it again: restore it there, or point conversion.json's teacher at it)")
         student = LayerzooForCausalLM.from_pretrained(out_dir).model
@@ -144,9 +145,14 @@ def convert(teacher_folder: str | Path, pattern: Pattern, out: str | Path | None
 def read_folder(path: str | Path) -> TeacherFolder:
     """The teacher folder at `path`; a GGUF file is read as the fp32 folder it dequantizes into
     (GGUFError, before any tensor is read, for one not of a supported family)."""
+    return TeacherFolder.read(folder_path(path))
+
+
+def folder_path(path: str | Path) -> Path:
+    """The folder a teacher is read from: `path`, or the folder a GGUF file dequantizes into."""
     if is_gguf(path):
-        path = gguf_folder(path, FAMILIES)  # GGUF names its architectures as transformers' model_type
-    return TeacherFolder.read(path)
+        return gguf_folder(path, FAMILIES)  # GGUF names its architectures as transformers' model_type
+    return Path(path)
 
 
 def student_model(teacher: ModelConfig, pattern: Pattern) -> tuple[ModelConfig, tuple[int, ...]]:

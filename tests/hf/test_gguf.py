@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 gguf = pytest.importorskip("gguf")
 pytest.importorskip("transformers")
 
-from layerzoo.convert import convert  # noqa: E402
+from layerzoo.convert import Conversion, convert  # noqa: E402
 from layerzoo.hf import gguf as gguf_module  # noqa: E402
 from layerzoo.hf.gguf import GGUFError, gguf_folder, inspect_gguf  # noqa: E402
 from layerzoo.tasks.text.cache import cache_root  # noqa: E402
@@ -40,6 +40,10 @@ def test_a_gguf_converts_to_the_model_transformers_reads(tiny_gguf, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "out")
     assert tokenizer.apply_chat_template([{"role": "user", "content": "ab"}], tokenize=False) == "<s>ab</s>"
     assert tokenizer("abcd")["input_ids"] == [16, 17]
+    again = Conversion.load(tmp_path / "out")  # the teacher named as given: the GGUF file
+    assert again.source == tiny_gguf
+    with torch.no_grad():
+        torch.testing.assert_close(again.teacher(ids), conversion.teacher(ids), rtol=0, atol=0)
 
 
 def test_the_dequantized_folder_is_built_once_per_content_and_dtype(tiny_gguf, tmp_path):
