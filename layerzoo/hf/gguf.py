@@ -6,13 +6,15 @@ The file's header is checked first (`inspect_gguf`: readable and whole, a suppor
 and quantization types, a tokenizer that fits the vocabulary, memory enough for the dequantized
 weights), each failure a GGUFError in one line, before any tensor is read. The folder is built once
 per file content and dtype in the layerzoo cache ($LAYERZOO_CACHE, else $XDG_CACHE_HOME/layerzoo,
-else ~/.cache/layerzoo; under gguf/), written whole or not at all.
+else ~/.cache/layerzoo; under gguf/), written whole or not at all, with the checked header beside
+the weights: a later read hashes the file and checks the architecture there, parsing no metadata.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Collection
 
@@ -25,6 +27,9 @@ INSTALL = "reading a GGUF file needs the gguf and transformers packages: pip ins
 # metadata sections "general" and "tokenizer".
 NOT_ARCHITECTURES = ("general", "tokenizer")
 FLOAT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+# The checked header, kept in the built folder: a later read checks it there instead of parsing the
+# file's metadata again (tens of seconds for a vocabulary of 262k tokens).
+HEADER = "gguf-header.json"
 
 
 class GGUFError(LayerzooError, ValueError):
@@ -71,18 +76,15 @@ def inspect_gguf(path: str | Path, architectures: Collection[str] | None = None,
     try:
         from gguf import GGMLQuantizationType, GGUFReader
         from gguf.quants import _type_traits as quantized  # the types gguf's dequantize reads
-        from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+        import transformers  # noqa: F401  (check_architecture reads its list of GGUF architectures)
     except ImportError:
         raise GGUFError(INSTALL) from None
     try:
         reader = GGUFReader(path)  # maps every tensor's bytes: a short file fails here, reading none
     except (ValueError, OSError, IndexError, TypeError) as error:
         raise GGUFError(f"{path}: not a whole GGUF file (truncated, damaged or another format: {error})") from None
-    known = sorted(set(GGUF_SUPPORTED_ARCHITECTURES) - set(NOT_ARCHITECTURES))
-    accepted = sorted(architectures) if architectures is not None else known
     architecture = field(reader, "general.architecture")
-    if architecture not in accepted or architecture not in known:
-        raise GGUFError(f"{path}: architecture {architecture!r} is not supported; supported: {', '.join(accepted)}")
+    check_architecture(path, architecture, architectures)
     readable = {GGMLQuantizationType.F32, GGMLQuantizationType.F16, *quantized}
     for tensor in reader.tensors:
         if tensor.tensor_type not in readable:
@@ -105,6 +107,16 @@ def inspect_gguf(path: str | Path, architectures: Collection[str] | None = None,
         raise GGUFError(f"{path}: its weights in {dtype} need {needed / 2**30:.2f} GiB of memory, "
                         f"{available / 2**30:.2f} GiB is available")
     return header
+
+
+def check_architecture(path: Path, architecture: str, architectures: Collection[str] | None) -> None:
+    """GGUFError unless transformers reads `architecture` and it is one of `architectures` (None: any)."""
+    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+
+    known = sorted(set(GGUF_SUPPORTED_ARCHITECTURES) - set(NOT_ARCHITECTURES))
+    accepted = sorted(architectures) if architectures is not None else known
+    if architecture not in accepted or architecture not in known:
+        raise GGUFError(f"{path}: architecture {architecture!r} is not supported; supported: {', '.join(accepted)}")
 
 
 def field(reader: Any, key: str, *default: Any) -> Any:
@@ -144,8 +156,11 @@ def gguf_folder(path: str | Path, architectures: Collection[str] | None = None, 
         GGUFError: as inspect_gguf, before any tensor is read.
     """
     path = Path(path).absolute()
+    folder = cache_root() / "gguf" / f"{path.stem}-{file_hash(path)}-{dtype}" if path.is_file() else None
+    if folder is not None and (folder / HEADER).is_file():  # built, so checked, before
+        check_architecture(path, GGUFHeader(**json.loads((folder / HEADER).read_text())).architecture, architectures)
+        return folder
     header = inspect_gguf(path, architectures, dtype)
-    folder = cache_root() / "gguf" / f"{path.stem}-{file_hash(path)}-{dtype}"
     return built(folder, lambda partial: write_folder(path, header, dtype, partial))
 
 
@@ -168,3 +183,4 @@ def write_folder(path: Path, header: GGUFHeader, dtype: str, out: Path) -> None:
             tokenizer.chat_template = header.chat_template  # transformers' reader drops some families' templates
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
+    (out / HEADER).write_text(json.dumps(asdict(header), indent=2) + "\n")

@@ -59,6 +59,14 @@ def test_the_dequantized_folder_is_built_once_per_content_and_dtype(tiny_gguf, t
     assert not [entry for entry in cache_entries() if ".partial-" in entry.name]
 
 
+def test_a_built_folder_is_found_without_parsing_the_file_again(tiny_gguf, monkeypatch):
+    folder = gguf_folder(tiny_gguf)
+    monkeypatch.setattr(gguf_module, "inspect_gguf", lambda *args: pytest.fail("the header was parsed again"))
+    assert gguf_folder(tiny_gguf) == folder
+    with pytest.raises(GGUFError, match="architecture 'llama' is not supported; supported: qwen2"):
+        gguf_folder(tiny_gguf, architectures=("qwen2",))  # the kept header is still checked
+
+
 def test_a_chat_template_the_reader_drops_comes_from_the_metadata(tmp_path, monkeypatch):
     from transformers import AutoTokenizer
 
@@ -115,9 +123,9 @@ def test_a_tokenizer_larger_than_the_vocabulary_is_one_line(tmp_path):
     refused(path, f"tokenizer has {len(TOKENS)} tokens, but token_embd.weight has {len(TOKENS) - 2} rows")
 
 
-def test_a_model_larger_than_the_memory_is_one_line_saying_how_much(tiny_gguf, monkeypatch):
+def test_a_model_larger_than_the_memory_is_one_line_saying_how_much(tmp_path, monkeypatch):
     monkeypatch.setattr(gguf_module, "available_memory", lambda: 1000)
-    refused(tiny_gguf, r"its weights in float32 need 0.00 GiB of memory, 0.00 GiB is available")
+    refused(write_gguf(tmp_path / "unbuilt.gguf", seed=2), r"its weights in float32 need 0.00 GiB of memory, 0.00 GiB is available")
 
 
 def test_not_a_gguf_and_a_missing_one_are_one_line(tmp_path):
