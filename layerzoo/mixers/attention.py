@@ -274,8 +274,10 @@ class CausalAttention(Mixer):
 
 
 # The registry-wide checks run attention with heads of their own width (6: wider than d_model
-# // n_heads at the checks' small widths), q/k/v biases and qk-norm (Qwen2's and Qwen3's layers).
-@register_mixer("attention", test_options={"n_heads": 4, "n_kv_heads": 2, "head_dim": 6, "qkv_bias": True, "qk_norm": True})
+# // n_heads at the checks' small widths), q/k/v biases, qk-norm and a score scale of its own
+# (Qwen2's, Qwen3's and Gemma-3's layers).
+@register_mixer("attention", test_options={"n_heads": 4, "n_kv_heads": 2, "head_dim": 6, "qkv_bias": True, "qk_norm": True,
+                                           "score_scale": 0.3})
 class Attention(CausalAttention):
     """Full causal multi-head attention with grouped KV heads, RoPE, optional qk-norm, gate, sinks.
 
