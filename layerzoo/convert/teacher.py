@@ -113,15 +113,21 @@ def hf_teacher(config: dict[str, Any]) -> tuple[ModelConfig, Sources, list[str]]
                         init_std=read.number("initializer_range", 0.02),
                         projection_init="normal", logit_softcap=None,  # transformers' own rule, for what the student draws anew
                         post_norms=is_gemma, ffn_activation=ACTIVATIONS[activation], scale_embeddings=is_gemma)
+    return model, *hf_sources(n_layers, shared, tied, is_gemma)
+
+
+def hf_sources(n_layers: int, options: dict[str, Any], tied: bool, is_gemma: bool) -> tuple[Sources, list[str]]:
+    """Where each tensor of the model comes from in a Hugging Face folder, and the tensors that
+    are the folder's plus one (Gemma's norms); options: the attention layers' (biases, qk-norm)."""
     sources: Sources = {"embedding.weight": ("model.embed_tokens.weight",), "final_norm.weight": ("model.norm.weight",)}
     plus_one = ["final_norm.weight"] if is_gemma else []
     for index in range(n_layers):
         theirs, ours = f"model.layers.{index}.", f"blocks.{index}."
         attention = {"q_proj.weight": ("q_proj.weight",), "kv_proj.weight": ("k_proj.weight", "v_proj.weight"),
                      "out_proj.weight": ("o_proj.weight",)}
-        if shared["qkv_bias"]:
+        if options["qkv_bias"]:
             attention |= {"q_proj.bias": ("q_proj.bias",), "kv_proj.bias": ("k_proj.bias", "v_proj.bias")}
-        if shared["qk_norm"]:
+        if options["qk_norm"]:
             attention |= {"q_norm.weight": ("q_norm.weight",), "k_norm.weight": ("k_norm.weight",)}
         sources |= {ours + "mixer." + name: tuple(theirs + "self_attn." + n for n in names) for name, names in attention.items()}
         sources |= {ours + "mixer_norm.weight": (theirs + "input_layernorm.weight",),
@@ -134,7 +140,7 @@ def hf_teacher(config: dict[str, Any]) -> tuple[ModelConfig, Sources, list[str]]
             plus_one += ones
     if not tied:
         sources["head.weight"] = ("lm_head.weight",)
-    return model, sources, plus_one
+    return sources, plus_one
 
 
 def layerzoo_teacher(config: dict[str, Any]) -> tuple[ModelConfig, Sources]:
