@@ -6,6 +6,7 @@ folder loads back; what layerzoo does not have is refused in one line naming the
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -57,8 +58,6 @@ def test_every_layer_kept_gives_transformers_logits(case, tmp_path):
 
 
 def test_a_hub_config_of_transformers_4_reads_the_same(gemma, tmp_path):
-    import shutil
-
     shutil.copytree(gemma, tmp_path / "hub")
     as_hub_config(tmp_path / "hub")
     assert convert(tmp_path / "hub", KEPT).teacher.config == convert(gemma, KEPT).teacher.config
@@ -92,6 +91,7 @@ def test_a_hybrid_keeps_the_sliding_layers_and_streams_as_it_runs_whole(gemma, t
         assert_close(torch.cat(pieces, dim=1), whole, what=f"{target}: streamed")
         loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
         assert torch.equal(loaded(x).logits, whole)
+    assert loaded.model.config == conversion.student.config  # what distillation's spec check needs too
     spec = json.loads((tmp_path / "out" / "config.json").read_text())["model_spec"]
     assert spec["norm"]["post"] and spec["scale_embeddings"] and spec["ffn"]["activation"] == "gelu_tanh"
 
@@ -104,8 +104,6 @@ def test_a_hybrid_keeps_the_sliding_layers_and_streams_as_it_runs_whole(gemma, t
     ("gemma3_text", ["Gemma3ForConditionalGeneration"], ("architectures", "Gemma3ForCausalLM")),
 ])
 def test_other_gemmas_are_refused_naming_what_is_supported(gemma, tmp_path, model_type, architectures, words):
-    import shutil
-
     folder = shutil.copytree(gemma, tmp_path / "other")
     edit_config(folder, model_type=model_type, architectures=architectures)
     refused(folder, *words, "supported: ", "Gemma3ForCausalLM")
@@ -126,16 +124,12 @@ def test_other_gemmas_are_refused_naming_what_is_supported(gemma, tmp_path, mode
     ({"query_pre_attn_scalar": 0}, ("query_pre_attn_scalar",)),
 ])
 def test_unsupported_gemma_features_name_the_key(gemma, tmp_path, changes, words):
-    import shutil
-
     folder = shutil.copytree(gemma, tmp_path / "changed")
     edit_config(folder, **changes)
     refused(folder, "config.json: ", *words)
 
 
 def test_a_hub_config_with_scaled_rope_is_refused(gemma, tmp_path):
-    import shutil
-
     folder = shutil.copytree(gemma, tmp_path / "hub")
     as_hub_config(folder)
     edit_config(folder, rope_scaling={"rope_type": "linear", "factor": 8.0})
@@ -147,3 +141,4 @@ def refused(folder, *words: str) -> None:
         convert(folder, KEPT)
     message = str(caught.value)
     assert "\n" not in message and all(word in message for word in words), message
+
