@@ -30,7 +30,7 @@ from .errors import ConvertError
 from .folder import TeacherFolder, read_json, tokenizer_files
 from .pattern import read_pattern
 from .targets import student_options
-from .teacher import FAMILIES, Teacher, read_teacher
+from .teacher import GGUF_FAMILIES, Teacher, read_teacher
 
 RECORD = "conversion.json"
 Pattern = str | Path | Sequence[str] | Mapping[str, Any]
@@ -152,7 +152,7 @@ def read_folder(path: str | Path) -> TeacherFolder:
 def folder_path(path: str | Path) -> Path:
     """The folder a teacher is read from: `path`, or the folder a GGUF file dequantizes into."""
     if is_gguf(path):
-        return gguf_folder(path, FAMILIES)  # GGUF names its architectures as transformers' model_type
+        return gguf_folder(path, GGUF_FAMILIES)
     return Path(path)
 
 
