@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from ..blocks.embedding import Embedding
 from ..blocks.norms import RMSNorm
 from ..blocks.packing import Packing, check_packed
 from ..blocks.projections import projection_init
@@ -48,10 +49,11 @@ class CausalLM(nn.Module):
     def __init__(self, config: ModelConfig, block: type[Block] = Block):
         super().__init__()
         self.config = self._built_from = config
-        self.embedding = nn.Embedding(config.vocab_size, config.d_model)
+        self.embedding = Embedding(config.vocab_size, config.d_model, config.d_model**0.5 if config.scale_embeddings else None)
         with projection_init(config.projection_init, config.init_std):
             self.blocks = nn.ModuleList(
-                block(config.d_model, get_mixer(layer.type).cls(config.d_model, **layer.options), layer.ffn_hidden, config.norm_eps)
+                block(config.d_model, get_mixer(layer.type).cls(config.d_model, **layer.options), layer.ffn_hidden,
+                      config.norm_eps, post_norms=config.post_norms, ffn_activation=config.ffn_activation)
                 for layer in config.layers
             )
         self.final_norm = RMSNorm(config.d_model, config.norm_eps)

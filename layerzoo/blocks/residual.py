@@ -16,19 +16,30 @@ class Block(nn.Module):
 
     x: (B, T, d_model) -> (B, T, d_model). The mixer's streaming state and cu_seqlens (packed
     sequences, B = 1) pass straight through; the norms and the FFN act on each token alone.
+    post_norms: an RMSNorm also on the mixer's and the FFN's outputs before each residual add,
+    x + post_norm(mixer(norm(x))) (Gemma's sandwich norms). ffn_activation: the FFN's gate
+    activation (swiglu.ACTIVATIONS: silu, gelu_tanh).
     """
 
-    def __init__(self, d_model: int, mixer: nn.Module, ffn_hidden: int | None, norm_eps: float = 1e-6):
+    def __init__(self, d_model: int, mixer: nn.Module, ffn_hidden: int | None, norm_eps: float = 1e-6, *,
+                 post_norms: bool = False, ffn_activation: str = "silu"):
         super().__init__()
         self.mixer_norm = RMSNorm(d_model, norm_eps)
         self.mixer = mixer
+        self.mixer_post_norm = RMSNorm(d_model, norm_eps) if post_norms else None
         self.ffn_norm = RMSNorm(d_model, norm_eps) if ffn_hidden else None
-        self.ffn = SwiGLU(d_model, ffn_hidden) if ffn_hidden else None
+        self.ffn = SwiGLU(d_model, ffn_hidden, ffn_activation) if ffn_hidden else None
+        self.ffn_post_norm = RMSNorm(d_model, norm_eps) if post_norms and ffn_hidden else None
 
     def forward(self, x: torch.Tensor, state: Any = None, return_state: bool = False,
                 cu_seqlens: torch.Tensor | None = None):
         mixed, new_state = self.mixer(self.mixer_norm(x), state=state, return_state=True, cu_seqlens=cu_seqlens)
-        x = x + mixed
+        x = x + post(self.mixer_post_norm, mixed)
         if self.ffn is not None:
-            x = x + self.ffn(self.ffn_norm(x))
+            x = x + post(self.ffn_post_norm, self.ffn(self.ffn_norm(x)))
         return (x, new_state) if return_state else x
+
+
+def post(norm: RMSNorm | None, y: torch.Tensor) -> torch.Tensor:
+    """y through the post-norm, when the block has them."""
+    return y if norm is None else norm(y)

@@ -9,6 +9,7 @@ initialised from the attention layers they replace.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from .errors import ConvertError
 from .folder import TeacherFolder, read_json, tokenizer_files
 from .pattern import read_pattern
 from .targets import student_options
-from .teacher import FAMILIES, Teacher, read_teacher
+from .teacher import GGUF_FAMILIES, Teacher, read_teacher
 
 RECORD = "conversion.json"
 Pattern = str | Path | Sequence[str] | Mapping[str, Any]
@@ -151,7 +152,7 @@ def read_folder(path: str | Path) -> TeacherFolder:
 def folder_path(path: str | Path) -> Path:
     """The folder a teacher is read from: `path`, or the folder a GGUF file dequantizes into."""
     if is_gguf(path):
-        return gguf_folder(path, FAMILIES)  # GGUF names its architectures as transformers' model_type
+        return gguf_folder(path, GGUF_FAMILIES)
     return Path(path)
 
 
@@ -168,11 +169,7 @@ def student_model(teacher: ModelConfig, pattern: Pattern) -> tuple[ModelConfig, 
     mixers = {}
     for layer in layers:
         mixers.setdefault(layer.name, MixerConfig(layer.type, layer.options))
-    config = ModelConfig(d_model=teacher.d_model, vocab_size=teacher.vocab_size, layers=tuple(layers), mixers=mixers,
-                         ffn_hidden=teacher.ffn_hidden, norm_eps=teacher.norm_eps, tie_embeddings=teacher.tie_embeddings,
-                         init_std=teacher.init_std, projection_init=teacher.projection_init,
-                         logit_softcap=teacher.logit_softcap)
-    return config, tuple(converted)
+    return dataclasses.replace(teacher, layers=tuple(layers), mixers=mixers), tuple(converted)
 
 
 def check_tokenizer(folder: TeacherFolder, vocab_size: int) -> None:
@@ -204,14 +201,16 @@ def check_out(out_dir: Path) -> None:
 
 
 def load_teacher(folder: TeacherFolder, teacher: Teacher) -> CausalLM:
-    """The teacher CausalLM with the folder's tensors (in fp32, whatever they are stored in)."""
+    """The teacher CausalLM with the folder's tensors (in fp32, whatever they are stored in; plus
+    one, added in fp32, where the teacher says so)."""
     with torch.random.fork_rng(devices=[]):  # its own init is overwritten: leave the caller's RNG alone
         model = CausalLM(teacher.model)
     tensors = folder.tensors({name for names in teacher.sources.values() for name in names})
     parameters = model.state_dict()
     with torch.no_grad():
         for ours, theirs in teacher.sources.items():
-            parameters[ours].copy_(torch.cat([tensors[name] for name in theirs]))
+            tensor = torch.cat([tensors[name] for name in theirs])
+            parameters[ours].copy_(1.0 + tensor.float() if ours in teacher.plus_one else tensor)
     return model.eval()
 
 

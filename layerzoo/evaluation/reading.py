@@ -175,11 +175,11 @@ def gguf_file(path: Path) -> Scored:
     """A GGUF file of a family `layerzoo convert` reads, as the model folder it dequantizes into,
     named by the file's stem."""
     try:
-        from ..convert.teacher import FAMILIES
+        from ..convert.teacher import GGUF_FAMILIES
         from ..hf.gguf import gguf_folder
     except ImportError as error:  # transformers is an extra; its absence is one line too
         raise EvaluationError(f"{path}: reading a GGUF file needs transformers and gguf ({error})") from None
-    return model_folder(gguf_folder(path, FAMILIES), path.stem)
+    return model_folder(gguf_folder(path, GGUF_FAMILIES), path.stem)
 
 
 def model_folder(folder: Path, label: str | None = None) -> Scored:

@@ -59,6 +59,8 @@ class AttentionOptions(MixerOptions):
     qkv_bias: bool = option(False, help="biases on the query, key and value projections (Qwen2)")
     qk_norm: bool = option(False, help="RMSNorm (a weight per channel) on each head's queries and keys, before RoPE (Qwen3)")
     qk_norm_eps: float = option(1e-6, above=0.0, help="epsilon of the qk-norm RMSNorms")
+    score_scale: float | None = option(None, above=0.0, help="the factor on the query-key scores; null: head_dim ** -0.5 "
+                                                             "(Gemma-3: query_pre_attn_scalar ** -0.5)")
     output_gate: bool = option(False, help="multiply the heads' output by sigmoid(gate_proj(x)) (Qwen3-Next)")
     sinks: bool = option(False, help="a learned sink logit per head in every softmax denominator (GPT-OSS)")
     backend: str = option("auto", choices=("auto", *ATTENTION_BACKENDS), help="the sliding_window_attention backend")
@@ -109,6 +111,7 @@ class CausalAttention(Mixer):
         self.n_kv_heads = config.n_kv_heads or config.n_heads
         self.head_dim = config.head_dim or d_model // config.n_heads
         self.backend = config.backend
+        self.score_scale = config.score_scale
         width, kv_width = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
         self.q_proj = Linear(d_model, width, bias=config.qkv_bias)
         self.kv_proj = Linear(d_model, 2 * kv_width, bias=config.qkv_bias)
@@ -139,9 +142,9 @@ class CausalAttention(Mixer):
 
     @classmethod
     def options_from_attention(cls, teacher: TeacherAttention) -> dict[str, Any]:
-        """The teacher layer's shape: its heads, RoPE, biases and qk-norm."""
+        """The teacher layer's shape: its heads, RoPE, biases, qk-norm and score scale."""
         return {key: teacher.options[key] for key in ("n_heads", "n_kv_heads", "head_dim", "rope_theta", "qkv_bias",
-                                                      "qk_norm", "qk_norm_eps")}
+                                                      "qk_norm", "qk_norm_eps", "score_scale")}
 
     def init_from_attention(self, attention: CausalAttention) -> None:
         """Every tensor the two layers share (an output gate or sinks the teacher lacks keep their own init)."""
@@ -188,9 +191,10 @@ class CausalAttention(Mixer):
         if state is not None and state.k.shape[1]:
             k = torch.cat((state.k.to(k.dtype), k), dim=1)
             v = torch.cat((state.v.to(v.dtype), v), dim=1)
-        y = sliding_window_attention(q, k, v, self.window, backend=self.backend, sinks=self.sink_logits)
+        y = sliding_window_attention(q, k, v, self.window, scale=self.score_scale, backend=self.backend,
+                                     sinks=self.sink_logits)
         if recording():
-            record(lambda: sliding_window_attention_weights(q, k, self.window, sinks=self.sink_logits))
+            record(lambda: sliding_window_attention_weights(q, k, self.window, self.score_scale, sinks=self.sink_logits))
         return self._output(x, y), KVCache(*self._kept(k, v), None, start + length)
 
     def _mix_packed(self, x: torch.Tensor, state: KVCache | None, cu_seqlens: torch.Tensor):
@@ -209,7 +213,7 @@ class CausalAttention(Mixer):
         seen = cached + new
         if recording():
             record(lambda: self._sequence_weights(q[0], k, cu_seqlens, offsets_of(seen)))
-        y = sliding_window_attention(q, k[None], v[None], self.window, backend=self.backend,
+        y = sliding_window_attention(q, k[None], v[None], self.window, scale=self.score_scale, backend=self.backend,
                                      cu_seqlens=cu_seqlens, cu_seqlens_k=offsets_of(seen), sinks=self.sink_logits)
         keep = seen if self.window is None else seen.clamp(max=self.window - 1)
         lengths = keep if len(keep) and bool((keep != keep.max()).any()) else None
@@ -221,7 +225,7 @@ class CausalAttention(Mixer):
         """Each packed sequence's attention weights (H, its queries, its keys: cached, then new),
         from q (total, H, D) and k (total keys, Hkv, D) at the offsets cu_seqlens and cu_seqlens_k."""
         return [sliding_window_attention_weights(q[q_start:q_end][None], k[k_start:k_end][None], self.window,
-                                                 sinks=self.sink_logits)[0]
+                                                 self.score_scale, sinks=self.sink_logits)[0]
                 for q_start, q_end, k_start, k_end in zip(cu_seqlens[:-1].tolist(), cu_seqlens[1:].tolist(),
                                                           cu_seqlens_k[:-1].tolist(), cu_seqlens_k[1:].tolist())]
 
@@ -270,8 +274,10 @@ class CausalAttention(Mixer):
 
 
 # The registry-wide checks run attention with heads of their own width (6: wider than d_model
-# // n_heads at the checks' small widths), q/k/v biases and qk-norm (Qwen2's and Qwen3's layers).
-@register_mixer("attention", test_options={"n_heads": 4, "n_kv_heads": 2, "head_dim": 6, "qkv_bias": True, "qk_norm": True})
+# // n_heads at the checks' small widths), q/k/v biases, qk-norm and a score scale of its own
+# (Qwen2's, Qwen3's and Gemma-3's layers).
+@register_mixer("attention", test_options={"n_heads": 4, "n_kv_heads": 2, "head_dim": 6, "qkv_bias": True, "qk_norm": True,
+                                           "score_scale": 0.3})
 class Attention(CausalAttention):
     """Full causal multi-head attention with grouped KV heads, RoPE, optional qk-norm, gate, sinks.
 

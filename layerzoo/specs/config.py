@@ -38,7 +38,9 @@ class ModelConfig:
 
     mixers: the named configs the layers start from (a layer's options may differ from its
     config's by per-layer overrides); ffn_hidden: the default FFN width (None: no FFN).
-    The defaults of these fields live in the spec's sections (specs/model.py), not here.
+    The defaults of these fields live in the spec's sections (specs/model.py), not here, but
+    for the last three (Gemma's: norms after each sub-block too, the FFN's activation, embeddings
+    times sqrt(d_model)), whose defaults leave every other model as it was.
     """
 
     d_model: int
@@ -51,6 +53,9 @@ class ModelConfig:
     init_std: float
     projection_init: str
     logit_softcap: float | None
+    post_norms: bool = False
+    ffn_activation: str = "silu"
+    scale_embeddings: bool = False
 
     @property
     def n_layers(self) -> int:
@@ -101,6 +106,12 @@ class ModelConfig:
             "projection_init": self.projection_init,
             "logit_softcap": self.logit_softcap,
         }
+        if self.post_norms:  # the Gemma options only when set: every other model's section stays as it was
+            model["norm"]["post"] = True
+        if self.ffn_activation != "silu" and self.ffn_hidden:
+            model["ffn"]["activation"] = self.ffn_activation
+        if self.scale_embeddings:
+            model["scale_embeddings"] = True
         if overrides:
             model["overrides"] = overrides
         return model

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..blocks.projections import PROJECTION_INITS
-from ..blocks.swiglu import ffn_hidden_size
+from ..blocks.swiglu import ACTIVATIONS, ffn_hidden_size
 from ..errors import OptionError, SpecError, did_you_mean, unknown_name_message
 from ..options import Section, convert, option
 from ..registry import get_mixer, list_mixers, read_options
@@ -30,11 +30,14 @@ EXACTLY_ONE = "give exactly one of 'pattern' (cycled to n_layers) or 'layers' (o
 
 @dataclass(frozen=True)
 class FFNSection(Section):
-    """The SwiGLU width of a layer: `hidden`, else round_up(mult * d_model, multiple_of)."""
+    """The gated FFN of a layer: its width `hidden`, else round_up(mult * d_model, multiple_of);
+    its gate's activation (the model's: a per-layer override cannot change it)."""
 
     hidden: int | None = option(None, min=1, max=MAX_WIDTH)
     mult: float = option(8 / 3, above=0.0, max=64.0)
     multiple_of: int = option(64, min=1, max=MAX_WIDTH)
+    activation: str = option("silu", choices=tuple(ACTIVATIONS),
+                             help="the gate's activation: silu (SwiGLU), gelu_tanh (GeGLU, Gemma's gelu_pytorch_tanh)")
 
     def width(self, d_model: int) -> int:
         return self.hidden or ffn_hidden_size(d_model, self.mult, self.multiple_of)
@@ -45,6 +48,7 @@ class NormSection(Section):
     """The RMSNorms of every block and the final norm."""
 
     eps: float = option(1e-6, above=0.0)
+    post: bool = option(False, help="an RMSNorm also on each mixer's and FFN's output, before the residual add (Gemma)")
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ class ModelSection(Section):
                                   help="projection and short-convolution weights: uniform, PyTorch's U(±1/sqrt(fan_in)); "
                                        "normal, N(0, init_std) with zero biases (transformers' and fla's models)")
     logit_softcap: float | None = option(None, above=0.0)
+    scale_embeddings: bool = option(False, help="multiply the token embeddings by sqrt(d_model), in their dtype (Gemma)")
     overrides: dict = option(factory=dict)
 
 
@@ -84,9 +89,10 @@ def read_model(mapping: Any, locations: Locations) -> ModelConfig:
     for name in used & set(mixers):
         check_mixer_fits(mixers[name], d_model, locations, ("model", "mixers", name))
     default_ffn = ffn_width(section.ffn, d_model)
+    activation = ffn_activation(section.ffn)
     layers = [LayerConfig(name, mixers[name].type, dict(mixers[name].options), default_ffn) for name in names]
     for index, override in section.overrides.items():
-        apply_override(layers, index, override, mixers, d_model, locations)
+        apply_override(layers, index, override, mixers, d_model, activation, locations)
     return ModelConfig(
         d_model=d_model,
         vocab_size=section.vocab_size,
@@ -98,6 +104,9 @@ def read_model(mapping: Any, locations: Locations) -> ModelConfig:
         init_std=section.init_std,
         projection_init=section.projection_init,
         logit_softcap=section.logit_softcap,
+        post_norms=section.norm.post,
+        ffn_activation=activation,
+        scale_embeddings=section.scale_embeddings,
     )
 
 
@@ -106,6 +115,11 @@ def ffn_width(ffn: FFNSection | bool, d_model: int) -> int | None:
     if ffn is False:
         return None
     return (FFNSection() if ffn is True else ffn).width(d_model)
+
+
+def ffn_activation(ffn: FFNSection | bool) -> str:
+    """The FFN's activation: the section's, silu for `true` or `false`."""
+    return ffn.activation if isinstance(ffn, FFNSection) else FFNSection().activation
 
 
 def resolve_mixers(section: dict, locations: Locations) -> dict[str, MixerConfig]:
@@ -192,7 +206,7 @@ def both_layer_lists(locations: Locations) -> SpecError:
 
 
 def apply_override(layers: list[LayerConfig], index: Any, override: Any, mixers: dict, d_model: int,
-                   locations: Locations) -> None:
+                   activation: str, locations: Locations) -> None:
     """Replace one layer's mixer, options or FFN. Negative indices count from the end."""
     path = ("model", "overrides", index)
     if isinstance(index, bool) or not isinstance(index, int) or not -len(layers) <= index < len(layers):
@@ -206,10 +220,14 @@ def apply_override(layers: list[LayerConfig], index: Any, override: Any, mixers:
         raise fail(locations, path + ("mixer",), f"{name!r} is not declared under model.mixers (declared: {', '.join(mixers)})")
     ffn = layer.ffn_hidden
     if "ffn" in override:
+        given = override.pop("ffn")
         try:
-            ffn = ffn_width(convert(override.pop("ffn"), FFNSection | bool, "ffn"), d_model)
+            ffn = ffn_width(convert(given, FFNSection | bool, "ffn"), d_model)
         except OptionError as error:
             raise located(error, locations, path) from None
+        if isinstance(given, dict) and given.get("activation", activation) != activation:
+            raise fail(locations, path + ("ffn", "activation"), f"is {given['activation']!r}, but the FFN activation is "
+                                                                f"the model's ({activation!r}): set it in model.ffn")
     options = dict(mixers[name].options) if name != layer.name else dict(layer.options)
     options.update(override)
     kind = mixers[name].type

@@ -63,7 +63,8 @@ def mixer_inputs(draw, d_model: int, max_batch: int = 2, max_length: int = 24,
 @st.composite
 def mixer_specs(draw, mixers: list[str] | None = None, d_model: int = 32, max_layers: int = 4,
                 vocab_size: int = 64) -> dict[str, Any]:
-    """A small spec dict over registered mixers (each with its conformance test options).
+    """A small spec dict over registered mixers (each with its conformance test options), with or
+    without an FFN (SwiGLU or GeGLU), post-norms and scaled embeddings.
 
     Args:
         mixers: the mixer names to draw the pattern from; None: every registered one.
@@ -84,7 +85,10 @@ def mixer_specs(draw, mixers: list[str] | None = None, d_model: int = 32, max_la
             "vocab_size": vocab_size,
             "mixers": {name: dict(get_mixer(name).test_options) for name in set(pattern)},
             "pattern": pattern,
-            "ffn": draw(st.one_of(st.just(False), st.just({"hidden": 2 * d_model}))),
+            "ffn": draw(st.one_of(st.just(False), st.builds(lambda activation: {"hidden": 2 * d_model, "activation": activation},
+                                                            st.sampled_from(["silu", "gelu_tanh"])))),
+            "norm": {"post": draw(st.booleans())},  # Gemma's block and embeddings, as often as not
+            "scale_embeddings": draw(st.booleans()),
             "tie_embeddings": draw(st.booleans()),
         }
     }

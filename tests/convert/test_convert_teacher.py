@@ -19,7 +19,7 @@ from layerzoo.convert import convert
 from layerzoo.hf import LayerzooForCausalLM
 from layerzoo.testing import assert_close
 
-from tests.helpers.hf_teachers import FAMILIES, VOCAB, TeacherCase, reference, save_teacher, teacher_cases
+from tests.helpers.hf_teachers import FAMILIES, VOCAB, TeacherCase, edit_config, reference, save_teacher, teacher_cases
 
 INPUTS = st.tuples(st.integers(1, 2), st.integers(1, 12), st.integers(0, 2**16))  # batch, length, seed
 
@@ -71,3 +71,16 @@ def test_a_layerzoo_folder_of_attention_layers_is_a_teacher(tmp_path):
     with torch.no_grad():
         assert_close(conversion.teacher(ids), model(ids).logits)
     assert conversion.converted == (0,)
+
+
+def test_a_teacher_with_windows_on_some_layers_keeps_each_layers_kind(tmp_path):
+    """Qwen2's use_sliding_window from layer max_window_layers on: attention, then swa layers."""
+    case = TeacherCase("qwen2", n_layers=3)
+    save_teacher(case, tmp_path)
+    edit_config(tmp_path, layer_types=None, use_sliding_window=True, sliding_window=3, max_window_layers=1)
+    conversion = convert(tmp_path, "attention,swa,swa")
+    assert [layer.type for layer in conversion.teacher.config.layers] == ["attention", "swa", "swa"]
+    assert conversion.converted == ()
+    ids = token_ids((2, 9, 3))
+    with torch.no_grad():
+        assert_close(conversion.teacher(ids), reference(tmp_path)(ids).logits)

@@ -105,6 +105,18 @@ def test_scale_and_window_at_least_keys_is_full_causal():
         torch.testing.assert_close(full, sliding_window_attention_reference(q, k, v, None, scale=0.3))
 
 
+@pytest.mark.parametrize("window", [1, 5])
+def test_every_cpu_backend_scales_the_scores_in_a_window_as_asked(window):
+    """Gemma-3's score scale (query_pre_attn_scalar ** -0.5, not head_dim's) over a window and a cache."""
+    gen = torch.Generator().manual_seed(1)
+    q, k, v = torch.randn(2, 9, 4, 8, generator=gen), *(torch.randn(2, 13, 2, 8, generator=gen) for _ in range(2))
+    expected = sliding_window_attention_reference(q, k, v, window, scale=0.3)
+    if window > 1:
+        assert not torch.allclose(expected, sliding_window_attention_reference(q, k, v, window), atol=1e-3)
+    for backend in CPU_BACKENDS:
+        assert_close(sliding_window_attention(q, k, v, window, scale=0.3, backend=backend), expected, what=backend)
+
+
 def test_choose_backend_on_cpu():
     q, k = torch.randn(1, 16, 4, 8), torch.randn(1, 32, 2, 8)
     assert choose_sliding_window_backend(q, k, 8) == ("native" if native_enabled() else "chunkwise")
