@@ -36,7 +36,7 @@ SUPPORTED = (f"{', '.join(FAMILIES.values())} (SmolLM2 is Llama; Gemma3ForCausal
              "model_type gemma3_text), or a layerzoo folder whose layers are attention")
 # The GGUF architectures (GGUF names them as transformers' model_type) whose files convert: Gemma-3's
 # GGUF files (`gemma3`, dequantized into gemma3_text folders) are not among them yet.
-GGUF_FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+GGUF_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma3")
 ATTENTION = ("attention", "swa")
 LAYER_TYPES = ("full_attention", "sliding_attention")
 # config.json's hidden_act (Gemma: hidden_activation) -> the FFN's activation in layerzoo.
