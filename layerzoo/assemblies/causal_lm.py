@@ -139,22 +139,22 @@ class CausalLM(nn.Module):
             x, cu_seqlens = packing.pack(x), packing.cu_seqlens
         elif cu_seqlens is not None:
             check_packed("CausalLM", cu_seqlens, x)
-        in_rows = (lambda t: t) if packing is None else packing.unpack
         new_state = []
         for index, block in enumerate(self.blocks):
             if hidden_states is not None:
-                hidden_states.append(in_rows(x))
+                x = handed_out(x, packing, hidden_states)
             checkpointed = self.gradient_checkpointing and torch.is_grad_enabled() and not hasattr(block, "gradient_checkpointing")
             run = self._gradient_checkpointing_func if checkpointed else call
             x, layer_state = run(block.__call__, x, None if state is None else state[index], True, cu_seqlens=cu_seqlens)
             new_state.append(layer_state)
+        x = self.final_norm(x)  # per token: the same before or after keeping the last columns
         if hidden_states is not None:
-            hidden_states.append(in_rows(self.final_norm(x)))
+            x = handed_out(x, packing, hidden_states)
         if logits_to_keep:
             if packing is not None:  # back in rows first, so that only the kept columns reach the head
                 x, packing = packing.unpack(x), None
             x = x[:, -logits_to_keep:]
-        logits = self.head(self.final_norm(x))
+        logits = self.head(x)
         if self.config.logit_softcap:
             cap = self.config.logit_softcap
             logits = cap * torch.tanh(logits / cap)
@@ -194,3 +194,12 @@ class CausalLM(nn.Module):
 def call(function: Callable, *args: Any, **kwargs: Any) -> Any:
     """function(*args, **kwargs): a block run without checkpointing."""
     return function(*args, **kwargs)
+
+
+def handed_out(x: torch.Tensor, packing: Packing | None, hidden_states: list[torch.Tensor]) -> torch.Tensor:
+    """x (B, T, d_model), or its real tokens (1, N, d_model) when packing, after appending it in rows
+    (B, T, d_model) to hidden_states; packed again from those rows, so that what follows reads the
+    tensor handed out (gradients taken at a hidden state reach it)."""
+    rows = x if packing is None else packing.unpack(x)
+    hidden_states.append(rows)
+    return rows if packing is None else packing.pack(rows)

@@ -313,6 +313,12 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
                          self.config.vocab_size)
         return super().generate(inputs, generation_config, *args, **kwargs)
 
+    def _prepare_position_ids_for_generation(self, inputs_tensor: torch.Tensor, model_kwargs: dict) -> None:
+        """generate's hook: no position_ids of its own (position_ids given to generate still pass).
+        Each row's positions live in the states; transformers' (the prompt's, then each step the
+        last column's plus one) are wrong after a right-padded prompt."""
+        return None
+
     def _prepare_cache_for_generation(self, generation_config, model_kwargs: dict, *args: Any, **kwargs: Any) -> None:
         """generate's hook: an empty LayerzooCache to fill (transformers would make a key/value one).
         Made before the prompt is read, so chunked prefill (prefill_chunk_size) works."""

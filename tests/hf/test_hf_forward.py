@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from layerzoo.hf import HFError
+from layerzoo.hf import HFError, LayerzooForCausalLM
 from layerzoo.kernels.sliding_window import sliding_window_mask
 from layerzoo.mixers.attention import CausalAttention
 from layerzoo.testing import assert_close, padded_batch
@@ -45,6 +45,23 @@ def test_a_padded_rows_hidden_states_are_its_own(hf_model):
             for layer, (state, own) in enumerate(zip(states, alone)):
                 assert_close(state[index][mask[index] == 1], own[0], what=f"row {index}, hidden state {layer}")
                 assert not state[index][mask[index] == 0].any()
+
+
+@pytest.mark.parametrize("side", [None, "left"])
+def test_hidden_states_are_the_activations_the_logits_come_from(side):
+    """Gradients reach every hidden state handed out (transformers' retain_grad use), padded or
+    not: the blocks and the head read those very tensors, not copies."""
+    torch.manual_seed(0)
+    model = LayerzooForCausalLM.from_spec("swax-tiny", ["model.n_layers=2"])
+    rows = prompts([7, 4], model.config.vocab_size)
+    batch, mask = padded_batch(rows, "left") if side else (torch.stack([row[:4] for row in rows]), None)
+    out = model(batch, attention_mask=mask, output_hidden_states=True, use_cache=False)
+    for state in out.hidden_states:
+        state.retain_grad()
+    real = torch.ones(batch.shape, dtype=torch.bool) if mask is None else mask.bool()
+    out.logits[real].sum().backward()
+    for index, state in enumerate(out.hidden_states):
+        assert state.grad is not None and state.grad[real].abs().sum() > 0, f"hidden state {index}"
 
 
 def test_inputs_embeds_stand_for_input_ids_in_forward_and_generate(hf_model):

@@ -27,6 +27,17 @@ def test_greedy_equals_layerzoos_generate_and_padded_prompts_generate_what_each_
             assert torch.equal(generated[index, batch.shape[1]:], alone[0, len(row):]), f"row {index} in the batch"
 
 
+def test_right_padded_prompts_step_as_recomputing_from_scratch_does(swax):
+    """transformers reads the next token at the last column, padding or not (it warns); its own
+    position_ids go wrong after right padding (each step: the last column's plus one), so generate
+    passes none: each row's positions live in the states."""
+    batch, mask = padded_batch(prompts([3, 9, 6], swax.config.vocab_size), "right")
+    with torch.no_grad():
+        cached = swax.generate(batch, attention_mask=mask, max_new_tokens=5, **GREEDY)
+        recomputed = swax.generate(batch, attention_mask=mask, max_new_tokens=5, use_cache=False, **GREEDY)
+    assert torch.equal(cached, recomputed)
+
+
 def test_chunked_prefill_reads_the_prompt_as_one_call_does(swax):
     batch, mask = padded_batch(prompts([13, 5], swax.config.vocab_size), "left")
     whole = swax.generate(batch, attention_mask=mask, max_new_tokens=6, **GREEDY)
