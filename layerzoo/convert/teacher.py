@@ -34,8 +34,8 @@ FAMILIES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2
             "qwen3": "Qwen3ForCausalLM", gemma.MODEL_TYPE: "Gemma3ForCausalLM"}
 SUPPORTED = (f"{', '.join(FAMILIES.values())} (SmolLM2 is Llama; Gemma3ForCausalLM is Gemma-3's text model, "
              "model_type gemma3_text), or a layerzoo folder whose layers are attention")
-# The GGUF architectures (GGUF names them as transformers' model_type) whose files convert: Gemma-3's
-# GGUF files (`gemma3`, dequantized into gemma3_text folders) are not among them yet.
+# The GGUF architectures whose files convert: GGUF names them as transformers' model_type, but for
+# Gemma-3 (`gemma3`, which transformers dequantizes into a gemma3_text folder).
 GGUF_FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma3")
 ATTENTION = ("attention", "swa")
 LAYER_TYPES = ("full_attention", "sliding_attention")

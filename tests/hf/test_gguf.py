@@ -101,7 +101,7 @@ def test_an_unsupported_architecture_is_one_line(tmp_path):
 
 def test_convert_names_its_families_for_another_architecture(tmp_path):
     path = write_gguf(tmp_path / "g.gguf", architecture="gemma2")
-    with pytest.raises(GGUFError, match=r"'gemma2' is not supported; supported: llama, mistral, qwen2, qwen3$"):
+    with pytest.raises(GGUFError, match=r"'gemma2' is not supported; supported: gemma3, llama, mistral, qwen2, qwen3$"):
         convert(path, "attention")
 
 
