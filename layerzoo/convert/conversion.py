@@ -41,14 +41,16 @@ class Conversion:
     model's); student: the pattern's model, the teacher's tensors where its layers are unchanged,
     new mixers initialised from attention; converted: indices of the layers whose mixer changed;
     source: the teacher folder or GGUF file as the user named it (what conversion.json and
-    distill-report.json say; its tokenizer files are copied from there, or from the folder a GGUF
-    dequantizes into);
+    distill-report.json say);
+    tokenizer_folder: the folder the teacher was read from, which holds its tokenizer files (source,
+    or the folder a GGUF file dequantizes into: a GGUF file is no tokenizer.json);
     token_ids: the teacher's bos/eos/pad ids, for the saved folder's config."""
 
     teacher: CausalLM
     student: CausalLM
     converted: tuple[int, ...]
     source: Path
+    tokenizer_folder: Path
     token_ids: dict[str, Any] = field(default_factory=dict)
 
     def save(self, out_dir: str | Path) -> Path:
@@ -61,7 +63,7 @@ class Conversion:
         state = {f"model.{name}": tensor for name, tensor in self.student.state_dict().items()}
         with no_transformers_bars():  # a model built here, not a folder read
             model = LayerzooForCausalLM.from_pretrained(None, config=config, state_dict=state)
-        tokenizer = tokenizer_files(folder_path(self.source))
+        tokenizer = tokenizer_files(self.tokenizer_folder)
 
         def write(folder: Path) -> None:
             with no_transformers_bars():  # a file written in seconds: convert prints its own lines, as export
@@ -104,8 +106,8 @@ class Conversion:
             raise ConvertError(f"{out_dir / RECORD}: the teacher's folder {source} is missing (the teacher is read "
                                "from it again: restore it there, or point conversion.json's teacher at it)")
         student = LayerzooForCausalLM.from_pretrained(out_dir).model
-        _, teacher, model = read_teacher_folder(source)
-        return cls(model, student, tuple(converted), source, teacher.token_ids)
+        folder, teacher, model = read_teacher_folder(source)
+        return cls(model, student, tuple(converted), source, folder.path, teacher.token_ids)
 
 
 def read_teacher_folder(path: str | Path) -> tuple[TeacherFolder, Teacher, CausalLM]:
@@ -136,7 +138,8 @@ def convert(teacher_folder: str | Path, pattern: Pattern, out: str | Path | None
         torch.manual_seed(seed)
         student = CausalLM(student_config)
     copy_into_student(student, teacher_model, converted)
-    conversion = Conversion(teacher_model.eval(), student, converted, Path(teacher_folder), teacher.token_ids)
+    conversion = Conversion(teacher_model.eval(), student, converted, Path(teacher_folder), folder.path,
+                            teacher.token_ids)
     if out is not None:
         conversion.save(out)
     return conversion

@@ -73,7 +73,8 @@ def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = 
     conversion: a layerzoo.convert.Conversion, or any object with its fields: `teacher` and
     `student`, CausalLMs of one width, depth and vocabulary; `converted`, the indices of the
     student's layers that hold new mixers (every other tensor is the teacher's); `source`, the
-    teacher's folder (its tokenizer reads the text). spec: the student's model section and the distill section (config.distillation_spec). The
+    teacher as named (distill-report.json names it); `tokenizer_folder`, the folder of the
+    teacher's tokenizer, which reads the text. spec: the student's model section and the distill section (config.distillation_spec). The
     student is trained in place; the teacher is frozen and left as it is. device None: CUDA when
     there is a GPU, else the CPU. The folder is locked while the run writes it (FolderInUse for a
     second run into it); `holding` keeps it locked until that stack closes (the final export).
@@ -90,7 +91,7 @@ def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = 
     if config.window.long is not None:  # stage 1, and the student saved, at the long window
         set_window(student, config.window.long)
     aligned = aligned_layers(teacher, student, converted, config, echo=print if progress else None)
-    task = text_task(config, conversion.source, spec.model.vocab_size)
+    task = text_task(config, conversion.tokenizer_folder, spec.model.vocab_size)
     run_dir = Path(run_dir)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     with contextlib.ExitStack() as held:
