@@ -47,6 +47,8 @@ def test_a_gguf_converts_to_the_model_transformers_reads(tiny_gguf, tmp_path):
 
 
 def test_a_gguf_conversion_distils_reading_the_text_with_the_files_tokenizer(tiny_gguf, tmp_path):
+    from transformers import AutoTokenizer
+
     from layerzoo.convert import distill_folder
 
     corpus = tmp_path / "corpus"
@@ -60,6 +62,8 @@ def test_a_gguf_conversion_distils_reading_the_text_with_the_files_tokenizer(tin
     result = distill_folder(tmp_path / "out", tmp_path / "run", config, progress=False)
     assert result.report["teacher"] == str(tiny_gguf)
     assert result.task.tokenizer_files()["tokenizer.json"].parent == gguf_folder(tiny_gguf)
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "run" / "model")  # the student's folder: the chat template came along
+    assert tokenizer.apply_chat_template([{"role": "user", "content": "ab"}], tokenize=False) == "<s>ab</s>"
 
 
 def test_the_dequantized_folder_is_built_once_per_content_and_dtype(tiny_gguf, tmp_path):
