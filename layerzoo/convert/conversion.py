@@ -20,11 +20,12 @@ from .. import __version__
 from ..assemblies.causal_lm import CausalLM
 from ..hf.config import LayerzooConfig
 from ..hf.export import fill
-from ..hf.gguf import gguf_folder, is_gguf
+from ..hf.gguf import available_memory, gguf_folder, is_gguf
 from ..hf.model import LayerzooForCausalLM
 from ..hf.quiet import no_transformers_bars
 from ..specs import LayerConfig, MixerConfig, ModelConfig
 from ..tasks.text.cache import written_whole
+from ..training.runs.space import size
 from .errors import ConvertError
 from .folder import TeacherFolder, read_json, tokenizer_files
 from .pattern import read_pattern
@@ -118,6 +119,7 @@ def read_teacher_folder(path: str | Path) -> tuple[TeacherFolder, Teacher, Causa
     folder = read_folder(path)
     teacher = read_teacher(folder)
     check_weights(folder, teacher)
+    check_memory(folder, teacher, models=1)
     return folder, teacher, load_teacher(folder, teacher)
 
 
@@ -131,6 +133,7 @@ def convert(teacher_folder: str | Path, pattern: Pattern, out: str | Path | None
     student_config, converted = student_model(teacher.model, pattern)
     check_tokenizer(folder, teacher.model.vocab_size)
     check_weights(folder, teacher)
+    check_memory(folder, teacher, models=2)
     if out is not None:
         check_out(Path(out))
     teacher_model = load_teacher(folder, teacher)
@@ -199,6 +202,21 @@ def check_weights(folder: TeacherFolder, teacher: Teacher) -> None:
             if folder.shapes[name] != part:
                 raise ConvertError(f"{folder.path}: {name} has shape {folder.shapes[name]}, but the model config.json "
                                    f"describes needs {part}")
+
+
+def check_memory(folder: TeacherFolder, teacher: Teacher, models: int) -> None:
+    """ConvertError, before any weight is read, when the memory available now cannot hold the
+    folder's weight files as read plus `models` fp32 models of the teacher's size (the teacher;
+    the student beside it)."""
+    with torch.device("meta"):
+        model = CausalLM(teacher.model)
+    model_bytes = 4 * sum(tensor.numel() for tensor in (*model.parameters(), *model.buffers()))  # a tied weight once
+    needed = sum(file.stat().st_size for file in set(folder.files.values())) + models * model_bytes
+    available = available_memory()
+    if needed > available:
+        what = "the teacher and the student" if models == 2 else "the teacher"
+        raise ConvertError(f"{folder.path}: its weights need {size(needed)} of memory as read and as {what} "
+                           f"in float32, {size(available)} is available")
 
 
 def check_out(out_dir: Path) -> None:
