@@ -43,9 +43,9 @@ from ..runs.loss_plot import plot_runs
 from ..runs.metrics import read_records
 from ..runs.resume import read_for_resume
 from ..runs.run_checkpoints import newest_usable, run_checkpoints
-from ..runs.space import check_room, checkpoint_bytes
+from ..runs.space import check_room, trained_only_bytes
 from .config import RESUME_MAY_CHANGE, AlignConfig, DistillConfig, EndToEndConfig
-from .lora import merged, require_peft, with_lora
+from .lora import lora_targets, merged, require_peft, with_lora
 from .reliance import reliance_report
 
 LOSS_LABELS = {"align": "mean squared error, mean over converted layers",
@@ -104,7 +104,9 @@ def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = 
         teacher.to(device).eval().requires_grad_(False)
         own_copies(student, teacher)
         student.to(device)
-        check_room(run_dir, checkpoint_bytes(student) - (run_bytes(run_dir, DISTILL_FILES) if overwrite else 0))
+        needed = max((stage_checkpoint_bytes(name, settings, student, aligned) for name, settings in stages[first:]),
+                     default=0)
+        check_room(run_dir, needed - (run_bytes(run_dir, DISTILL_FILES) if overwrite else 0))
         start_run_folder(run_dir, spec, overwrite, task.tokenizer_files(), DISTILL_FILES)
         for name, settings in stages[:first]:  # finished: what each trained, over the conversion's student
             load_finished(run_dir / name, settings.steps, spec, student)
@@ -230,6 +232,20 @@ def make_stage(name: str, settings: AlignConfig | EndToEndConfig, teacher: nn.Mo
         torch.manual_seed(example_seed(config.seed, "lora"))
         model = with_lora(student, settings.lora)
     return EndToEnd(model, teacher, settings.seq_len, settings.temperature, settings.ce_weight, **common)
+
+
+def stage_checkpoint_bytes(name: str, settings: AlignConfig | EndToEndConfig, student: nn.Module,
+                           aligned: tuple[int, ...]) -> int:
+    """About what a checkpoint of stage `name` holds: what the stage trains (the aligned layers'
+    mixers; the whole student; or LoRA's A (rank, in) and B (out, rank) on each target) and
+    AdamW's two moments of it."""
+    if name == "align":
+        return trained_only_bytes(p for index in aligned for p in student.blocks[index].mixer.parameters())
+    if settings.lora is None:
+        return trained_only_bytes(student.parameters())
+    linears = [student.get_submodule(target) for target in lora_targets(student, settings.lora.modules)]
+    return 3 * sum(settings.lora.rank * (linear.in_features + linear.out_features) * linear.weight.element_size()
+                   for linear in linears)
 
 
 def stage_settings(name: str, settings: AlignConfig | EndToEndConfig, config: DistillConfig) -> LoopSettings:
