@@ -24,10 +24,10 @@ def whole_student_bytes(conversion) -> int:
 
 
 ONE_STEP = {"steps": 1, "batch_size": 1, "seq_len": 16}
+PARTS = {"align": {"end_to_end": None}, "lora": {"align": None, "end_to_end": {**ONE_STEP, "lora": {"rank": 2}}}}
 
 
-@pytest.mark.parametrize("stages", [{"end_to_end": None}, {"align": None, "end_to_end": {**ONE_STEP, "lora": {"rank": 2}}}],
-                         ids=["align", "lora"])
+@pytest.mark.parametrize("stages", PARTS.values(), ids=PARTS.keys())
 def test_a_stage_that_trains_part_of_the_student_needs_room_for_that_part_only(text, monkeypatch, tmp_path, stages):
     conversion, spec = make(text, **stages)
     free_space(monkeypatch, whole_student_bytes(conversion) // 2)
