@@ -77,7 +77,8 @@ class HFTokenizer:
         config = file.parent / "tokenizer_config.json"
         # what it was read from and what AutoTokenizer reads beside it, by the names a transformers
         # folder gives them (a run folder and its export keep them: its chat template too)
-        beside = {name: file.parent / name for name in TOKENIZER_FILES[1:] if (file.parent / name).is_file()}
+        beside = {name: file.parent / name for name in TOKENIZER_FILES
+                  if name != "tokenizer.json" and (file.parent / name).is_file()}
         self.files = {"tokenizer.json": file, **beside}
         self.eos_id = self._eos_id(config)
         self.identity = f"hf-{hashlib.blake2b(text, digest_size=16).hexdigest()}-eos{self.eos_id}"
