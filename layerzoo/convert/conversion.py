@@ -21,11 +21,12 @@ from .. import __version__
 from ..assemblies.causal_lm import CausalLM
 from ..hf.config import LayerzooConfig
 from ..hf.export import fill
-from ..hf.gguf import gguf_folder, is_gguf
+from ..hf.gguf import available_memory, gguf_folder, is_gguf
 from ..hf.model import LayerzooForCausalLM
 from ..hf.quiet import no_transformers_bars
 from ..specs import LayerConfig, MixerConfig, ModelConfig
 from ..tasks.text.cache import written_whole
+from ..training.runs.space import size
 from .errors import ConvertError
 from .folder import TeacherFolder, read_json, tokenizer_files
 from .pattern import read_pattern
@@ -42,14 +43,16 @@ class Conversion:
     model's); student: the pattern's model, the teacher's tensors where its layers are unchanged,
     new mixers initialised from attention; converted: indices of the layers whose mixer changed;
     source: the teacher folder or GGUF file as the user named it (what conversion.json and
-    distill-report.json say; its tokenizer files are copied from there, or from the folder a GGUF
-    dequantizes into);
+    distill-report.json say);
+    tokenizer_folder: the folder the teacher was read from, which holds its tokenizer files (source,
+    or the folder a GGUF file dequantizes into: a GGUF file is no tokenizer.json);
     token_ids: the teacher's bos/eos/pad ids, for the saved folder's config."""
 
     teacher: CausalLM
     student: CausalLM
     converted: tuple[int, ...]
     source: Path
+    tokenizer_folder: Path
     token_ids: dict[str, Any] = field(default_factory=dict)
 
     def save(self, out_dir: str | Path) -> Path:
@@ -62,7 +65,7 @@ class Conversion:
         state = {f"model.{name}": tensor for name, tensor in self.student.state_dict().items()}
         with no_transformers_bars():  # a model built here, not a folder read
             model = LayerzooForCausalLM.from_pretrained(None, config=config, state_dict=state)
-        tokenizer = tokenizer_files(folder_path(self.source))
+        tokenizer = tokenizer_files(self.tokenizer_folder)
 
         def write(folder: Path) -> None:
             with no_transformers_bars():  # a file written in seconds: convert prints its own lines, as export
@@ -105,8 +108,8 @@ class Conversion:
             raise ConvertError(f"{out_dir / RECORD}: the teacher's folder {source} is missing (the teacher is read "
                                "from it again: restore it there, or point conversion.json's teacher at it)")
         student = LayerzooForCausalLM.from_pretrained(out_dir).model
-        _, teacher, model = read_teacher_folder(source)
-        return cls(model, student, tuple(converted), source, teacher.token_ids)
+        folder, teacher, model = read_teacher_folder(source)
+        return cls(model, student, tuple(converted), source, folder.path, teacher.token_ids)
 
 
 def read_teacher_folder(path: str | Path) -> tuple[TeacherFolder, Teacher, CausalLM]:
@@ -117,6 +120,7 @@ def read_teacher_folder(path: str | Path) -> tuple[TeacherFolder, Teacher, Causa
     folder = read_folder(path)
     teacher = read_teacher(folder)
     check_weights(folder, teacher)
+    check_memory(folder, teacher, models=1)
     return folder, teacher, load_teacher(folder, teacher)
 
 
@@ -130,6 +134,7 @@ def convert(teacher_folder: str | Path, pattern: Pattern, out: str | Path | None
     student_config, converted = student_model(teacher.model, pattern)
     check_tokenizer(folder, teacher.model.vocab_size)
     check_weights(folder, teacher)
+    check_memory(folder, teacher, models=2)
     if out is not None:
         check_out(Path(out))
     teacher_model = load_teacher(folder, teacher)
@@ -137,7 +142,8 @@ def convert(teacher_folder: str | Path, pattern: Pattern, out: str | Path | None
         torch.manual_seed(seed)
         student = CausalLM(student_config)
     copy_into_student(student, teacher_model, converted)
-    conversion = Conversion(teacher_model.eval(), student, converted, Path(teacher_folder), teacher.token_ids)
+    conversion = Conversion(teacher_model.eval(), student, converted, Path(teacher_folder), folder.path,
+                            teacher.token_ids)
     if out is not None:
         conversion.save(out)
     return conversion
@@ -193,6 +199,21 @@ def check_weights(folder: TeacherFolder, teacher: Teacher) -> None:
             if folder.shapes[name] != part:
                 raise ConvertError(f"{folder.path}: {name} has shape {folder.shapes[name]}, but the model config.json "
                                    f"describes needs {part}")
+
+
+def check_memory(folder: TeacherFolder, teacher: Teacher, models: int) -> None:
+    """ConvertError, before any weight is read, when the memory available now cannot hold the
+    folder's weight files as read plus `models` fp32 models of the teacher's size (the teacher;
+    the student beside it)."""
+    with torch.device("meta"):
+        model = CausalLM(teacher.model)
+    model_bytes = 4 * sum(tensor.numel() for tensor in (*model.parameters(), *model.buffers()))  # a tied weight once
+    needed = sum(file.stat().st_size for file in set(folder.files.values())) + models * model_bytes
+    available = available_memory()
+    if needed > available:
+        what = "the teacher and the student" if models == 2 else "the teacher"
+        raise ConvertError(f"{folder.path}: its weights need {size(needed)} of memory as read and as {what} "
+                           f"in float32, {size(available)} is available")
 
 
 def check_out(out_dir: Path) -> None:

@@ -13,13 +13,11 @@ from typing import Any, Iterable
 import torch
 from safetensors import SafetensorError, safe_open
 
+from ..tasks.text.tokenizer import TOKENIZER_FILES
 from .errors import ConvertError
 
 WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"  # the shard map of a folder saved in several files
-# What AutoTokenizer reads from a folder; conversion copies those present.
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                   "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja", "chat_template.json")
 
 
 @dataclass(frozen=True)
@@ -82,7 +80,7 @@ class TeacherFolder:
 
 
 def tokenizer_files(path: Path) -> list[Path]:
-    """The tokenizer files in a folder (TOKENIZER_FILES that are there)."""
+    """The tokenizer files in a folder (TOKENIZER_FILES that are there); conversion copies them."""
     return [path / name for name in TOKENIZER_FILES if (path / name).is_file()]
 
 

@@ -157,6 +157,9 @@ def distill_run(folder: Path) -> list[Scored]:
         teacher_dir = Path(json.loads(report_file.read_text())["teacher"])
     except (ValueError, KeyError, TypeError) as error:
         raise EvaluationError(f"{report_file}: names no teacher folder ({error!r})") from None
+    label = teacher_dir.name
+    if teacher_dir.suffix.lower() == ".gguf" and teacher_dir.is_file():  # a GGUF teacher: read as convert read it
+        label, teacher_dir = teacher_dir.stem, dequantized(teacher_dir)
     if not (teacher_dir / "config.json").is_file():
         raise EvaluationError(f"{report_file}: the teacher's folder {teacher_dir} is missing (restore it there, or "
                               "point distill-report.json's teacher at it)")
@@ -165,7 +168,7 @@ def distill_run(folder: Path) -> list[Scored]:
     student = Scored(f"{folder.name} (student)", load_model_folder(folder / MODEL_FOLDER), folder / MODEL_FOLDER,
                      "student", tokenizer=str(folder / "tokenizer"), data=dict(config.data), lengths=lengths,
                      train_length=length, window=config.window.long, folder=folder)
-    teacher = Scored(f"{teacher_dir.name} (teacher)", load_model_folder(teacher_dir), teacher_dir, "teacher",
+    teacher = Scored(f"{label} (teacher)", load_model_folder(teacher_dir), teacher_dir, "teacher",
                      tokenizer=str(teacher_dir), data=dict(config.data), lengths=lengths, fixed_window=True,
                      folder=folder, name="teacher")
     return [teacher, student]
@@ -174,12 +177,17 @@ def distill_run(folder: Path) -> list[Scored]:
 def gguf_file(path: Path) -> Scored:
     """A GGUF file of a family `layerzoo convert` reads, as the model folder it dequantizes into,
     named by the file's stem."""
+    return model_folder(dequantized(path), path.stem)
+
+
+def dequantized(path: Path) -> Path:
+    """The model folder a GGUF file of a family `layerzoo convert` reads dequantizes into."""
     try:
         from ..convert.teacher import GGUF_FAMILIES
         from ..hf.gguf import gguf_folder
     except ImportError as error:  # transformers is an extra; its absence is one line too
         raise EvaluationError(f"{path}: reading a GGUF file needs transformers and gguf ({error})") from None
-    return model_folder(gguf_folder(path, GGUF_FAMILIES), path.stem)
+    return gguf_folder(path, GGUF_FAMILIES)
 
 
 def model_folder(folder: Path, label: str | None = None) -> Scored:
@@ -192,7 +200,7 @@ def model_folder(folder: Path, label: str | None = None) -> Scored:
 def load_model_folder(folder: Path) -> nn.Module:
     """The CausalLM of a model folder, in fp32 and eval mode: a layerzoo folder through
     LayerzooForCausalLM (any mixers), any other through the teacher loader of `layerzoo convert`
-    (Llama, Mistral, Qwen2, Qwen3: config.json and safetensors, its code never run)."""
+    (Llama, Mistral, Qwen2, Qwen3, Gemma-3: config.json and safetensors, its code never run)."""
     try:
         model_type = json.loads((folder / "config.json").read_text()).get("model_type")
     except (ValueError, UnicodeDecodeError, AttributeError) as error:

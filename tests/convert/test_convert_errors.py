@@ -4,6 +4,7 @@ weight is allocated (the teacher is never loaded)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -137,3 +138,15 @@ def test_an_output_folder_that_is_not_empty_is_refused(llama, tmp_path):
     (out / "notes.txt").write_text("mine")
     refused(llama, "gated_deltanet", out, str(out), "not an empty folder")
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def test_a_teacher_larger_than_the_memory_is_one_line_saying_how_much_before_loading(llama, monkeypatch, tmp_path):
+    monkeypatch.setattr(conversion_module, "available_memory", lambda: 2**14)
+    message = refused(llama, "attention", tmp_path / "out")
+    needed = re.fullmatch(rf"{llama}: its weights need (\d+\.\d) KiB of memory as read and as the teacher and the "
+                          r"student in float32, 16\.0 KiB is available", message)
+    assert needed and float(needed.group(1)) > 16, message
+    assert not (tmp_path / "out").exists()
+    monkeypatch.setattr(conversion_module, "available_memory", lambda: 2**10)
+    with pytest.raises(ConvertError, match=r"as the teacher in float32, 1\.0 KiB is available$"):
+        conversion_module.read_teacher_folder(llama)  # what eval and a conversion's reloading read

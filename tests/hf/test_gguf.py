@@ -46,6 +46,30 @@ def test_a_gguf_converts_to_the_model_transformers_reads(tiny_gguf, tmp_path):
         torch.testing.assert_close(again.teacher(ids), conversion.teacher(ids), rtol=0, atol=0)
 
 
+def test_a_gguf_conversion_distils_reading_the_text_with_the_files_tokenizer(tiny_gguf, tmp_path, capsys):
+    from transformers import AutoTokenizer
+
+    from layerzoo.cli import main
+    from layerzoo.convert import distill_folder
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for index in range(4):
+        (corpus / f"{index}.txt").write_text(" ".join("abcdefghijklm"[index:] * 8))
+    convert(tiny_gguf, "gated_deltanet,attention", tmp_path / "out")
+    stage = {"steps": 1, "batch_size": 1, "seq_len": 16}
+    config = {"data": {"files": [str(corpus / "*.txt")], "holdout": 0.25}, "align": stage, "end_to_end": stage,
+              "eval": {"samples": 1, "batch_size": 1}}
+    result = distill_folder(tmp_path / "out", tmp_path / "run", config, progress=False)
+    assert result.report["teacher"] == str(tiny_gguf)
+    assert result.task.tokenizer_files()["tokenizer.json"].parent == gguf_folder(tiny_gguf)
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "run" / "model")  # the student's: the chat template came along
+    assert tokenizer.apply_chat_template([{"role": "user", "content": "ab"}], tokenize=False) == "<s>ab</s>"
+    # `layerzoo eval` on the run scores the student beside the teacher the report names: the GGUF file
+    assert main(["eval", str(tmp_path / "run"), "--lengths", "16", "--samples", "1", "--no-progress"]) == 0
+    assert "tiny (teacher)" in capsys.readouterr().out
+
+
 def test_the_dequantized_folder_is_built_once_per_content_and_dtype(tiny_gguf, tmp_path):
     first = gguf_folder(tiny_gguf)
     stamp = (first / "model.safetensors").stat().st_mtime_ns

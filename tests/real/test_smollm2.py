@@ -5,9 +5,10 @@ AutoTokenizer, chat template included."""
 import pytest
 import torch
 
+from tests.real.chat import chat_ids
+
 pytestmark = pytest.mark.real
 
-QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 NEW_TOKENS = 12
 
 
@@ -26,14 +27,10 @@ def reference(smollm2_folder):
     return AutoModelForCausalLM.from_pretrained(smollm2_folder).eval(), AutoTokenizer.from_pretrained(smollm2_folder)
 
 
-def prompt_ids(tokenizer) -> torch.Tensor:
-    return tokenizer.apply_chat_template(QUESTION, add_generation_prompt=True, return_tensors="pt", return_dict=True)["input_ids"]
-
-
 def test_kept_attention_equals_transformers_logits(converted, reference):
     conversion, _ = converted
     model, tokenizer = reference
-    ids = prompt_ids(tokenizer)
+    ids = chat_ids(tokenizer)
     with torch.no_grad():
         ours, theirs = conversion.student(ids), model(ids).logits
     assert conversion.converted == ()
@@ -48,8 +45,8 @@ def test_the_exported_folder_answers_the_chat_question_as_transformers_does(conv
     model, tokenizer = reference
     ours = AutoModelForCausalLM.from_pretrained(folder).eval()
     our_tokenizer = AutoTokenizer.from_pretrained(folder)
-    ids = prompt_ids(our_tokenizer)
-    assert torch.equal(ids, prompt_ids(tokenizer))  # the chat template came along
+    ids = chat_ids(our_tokenizer)
+    assert torch.equal(ids, chat_ids(tokenizer))  # the chat template came along
     with torch.no_grad():
         answer = ours.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=False)[0, ids.shape[1]:]
         expected = model.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=False)[0, ids.shape[1]:]

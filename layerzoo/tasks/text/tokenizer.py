@@ -20,6 +20,9 @@ from tqdm.auto import tqdm
 from ...errors import OptionError
 
 EOS_NAMES = ("<|endoftext|>", "</s>", "<eos>", "<|end_of_text|>", "<|eot_id|>")
+# What AutoTokenizer reads from a folder (the chat template is a file of its own since transformers 5).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                   "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja", "chat_template.json")
 BPE_EOS = "<|endoftext|>"
 
 
@@ -72,8 +75,11 @@ class HFTokenizer:
         self.tokenizer.encode_special_tokens = True
         self.vocab_size = self.tokenizer.get_vocab_size(with_added_tokens=True)
         config = file.parent / "tokenizer_config.json"
-        # what it was read from, by the names a transformers folder gives them (a run folder and its export keep them)
-        self.files = {"tokenizer.json": file, **({"tokenizer_config.json": config} if config.is_file() else {})}
+        # what it was read from and what AutoTokenizer reads beside it, by the names a transformers
+        # folder gives them (a run folder and its export keep them: its chat template too)
+        beside = {name: file.parent / name for name in TOKENIZER_FILES
+                  if name != "tokenizer.json" and (file.parent / name).is_file()}
+        self.files = {"tokenizer.json": file, **beside}
         self.eos_id = self._eos_id(config)
         self.identity = f"hf-{hashlib.blake2b(text, digest_size=16).hexdigest()}-eos{self.eos_id}"
 

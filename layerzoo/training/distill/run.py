@@ -43,9 +43,9 @@ from ..runs.loss_plot import plot_runs
 from ..runs.metrics import read_records
 from ..runs.resume import read_for_resume
 from ..runs.run_checkpoints import newest_usable, run_checkpoints
-from ..runs.space import check_room, checkpoint_bytes
+from ..runs.space import check_room, trained_only_bytes
 from .config import RESUME_MAY_CHANGE, AlignConfig, DistillConfig, EndToEndConfig
-from .lora import merged, require_peft, with_lora
+from .lora import lora_targets, merged, require_peft, with_lora
 from .reliance import reliance_report
 
 LOSS_LABELS = {"align": "mean squared error, mean over converted layers",
@@ -73,7 +73,8 @@ def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = 
     conversion: a layerzoo.convert.Conversion, or any object with its fields: `teacher` and
     `student`, CausalLMs of one width, depth and vocabulary; `converted`, the indices of the
     student's layers that hold new mixers (every other tensor is the teacher's); `source`, the
-    teacher's folder (its tokenizer reads the text). spec: the student's model section and the distill section (config.distillation_spec). The
+    teacher as named (distill-report.json names it); `tokenizer_folder`, the folder of the
+    teacher's tokenizer, which reads the text. spec: the student's model section and the distill section (config.distillation_spec). The
     student is trained in place; the teacher is frozen and left as it is. device None: CUDA when
     there is a GPU, else the CPU. The folder is locked while the run writes it (FolderInUse for a
     second run into it); `holding` keeps it locked until that stack closes (the final export).
@@ -90,7 +91,7 @@ def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = 
     if config.window.long is not None:  # stage 1, and the student saved, at the long window
         set_window(student, config.window.long)
     aligned = aligned_layers(teacher, student, converted, config, echo=print if progress else None)
-    task = text_task(config, conversion.source, spec.model.vocab_size)
+    task = text_task(config, conversion.tokenizer_folder, spec.model.vocab_size)
     run_dir = Path(run_dir)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     with contextlib.ExitStack() as held:
@@ -103,7 +104,9 @@ def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = 
         teacher.to(device).eval().requires_grad_(False)
         own_copies(student, teacher)
         student.to(device)
-        check_room(run_dir, checkpoint_bytes(student) - (run_bytes(run_dir, DISTILL_FILES) if overwrite else 0))
+        needed = max((stage_checkpoint_bytes(name, settings, student, aligned) for name, settings in stages[first:]),
+                     default=0)
+        check_room(run_dir, needed - (run_bytes(run_dir, DISTILL_FILES) if overwrite else 0))
         start_run_folder(run_dir, spec, overwrite, task.tokenizer_files(), DISTILL_FILES)
         for name, settings in stages[:first]:  # finished: what each trained, over the conversion's student
             load_finished(run_dir / name, settings.steps, spec, student)
@@ -229,6 +232,20 @@ def make_stage(name: str, settings: AlignConfig | EndToEndConfig, teacher: nn.Mo
         torch.manual_seed(example_seed(config.seed, "lora"))
         model = with_lora(student, settings.lora)
     return EndToEnd(model, teacher, settings.seq_len, settings.temperature, settings.ce_weight, **common)
+
+
+def stage_checkpoint_bytes(name: str, settings: AlignConfig | EndToEndConfig, student: nn.Module,
+                           aligned: tuple[int, ...]) -> int:
+    """About what a checkpoint of stage `name` holds: what the stage trains (the aligned layers'
+    mixers; the whole student; or LoRA's A (rank, in) and B (out, rank) on each target) and
+    AdamW's two moments of it."""
+    if name == "align":
+        return trained_only_bytes(p for index in aligned for p in student.blocks[index].mixer.parameters())
+    if settings.lora is None:
+        return trained_only_bytes(student.parameters())
+    linears = [student.get_submodule(target) for target in lora_targets(student, settings.lora.modules)]
+    return 3 * sum(settings.lora.rank * (linear.in_features + linear.out_features) * linear.weight.element_size()
+                   for linear in linears)
 
 
 def stage_settings(name: str, settings: AlignConfig | EndToEndConfig, config: DistillConfig) -> LoopSettings:

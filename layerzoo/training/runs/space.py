@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import re
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
@@ -47,6 +48,12 @@ def checkpoint_bytes(model: torch.nn.Module) -> int:
     state = {id(tensor): tensor for tensor in model.state_dict(keep_vars=True).values()}
     trainable = {id(p): p for p in model.parameters() if p.requires_grad}
     return tensor_bytes(state) + 2 * tensor_bytes(trainable)
+
+
+def trained_only_bytes(parameters: Iterable[torch.Tensor]) -> int:
+    """About what a checkpoint that holds only what trains holds (save_checkpoint's trained_only):
+    those parameters and AdamW's two moments of each (a shared tensor once)."""
+    return 3 * tensor_bytes({id(parameter): parameter for parameter in parameters})
 
 
 def check_room(run_dir: Path, needed: int) -> None:
