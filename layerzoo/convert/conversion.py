@@ -19,6 +19,7 @@ import torch
 
 from .. import __version__
 from ..assemblies.causal_lm import CausalLM
+from ..assemblies.init import construction_order, init_module
 from ..hf.config import LayerzooConfig
 from ..hf.export import fill
 from ..hf.gguf import available_memory, gguf_folder, is_gguf
@@ -223,15 +224,23 @@ def check_out(out_dir: Path) -> None:
 
 def load_teacher(folder: TeacherFolder, teacher: Teacher) -> CausalLM:
     """The teacher CausalLM with the folder's tensors (in fp32, whatever they are stored in; plus
-    one, added in fp32, where the teacher says so)."""
-    with torch.random.fork_rng(devices=[]):  # its own init is overwritten: leave the caller's RNG alone
+    one, added in fp32, where the teacher says so). Built on the meta device and handed the
+    tensors, so that no weight is drawn at random only to be overwritten."""
+    with torch.device("meta"):
         model = CausalLM(teacher.model)
     tensors = folder.tensors({name for names in teacher.sources.values() for name in names})
-    parameters = model.state_dict()
-    with torch.no_grad():
-        for ours, theirs in teacher.sources.items():
-            tensor = torch.cat([tensors[name] for name in theirs])
-            parameters[ours].copy_(1.0 + tensor.float() if ours in teacher.plus_one else tensor)
+    state = {}
+    for ours, theirs in teacher.sources.items():
+        tensor = torch.cat([tensors.pop(name) for name in theirs]).float()
+        state[ours] = 1.0 + tensor if ours in teacher.plus_one else tensor
+    model.load_state_dict(state, strict=False, assign=True)
+    if teacher.model.tie_embeddings:
+        model.head.weight = model.embedding.weight
+    missing = [name for name, tensor in model.named_parameters() if tensor.is_meta]
+    if missing:
+        raise AssertionError(f"the teacher's sources leave {missing} without a tensor")
+    for module in construction_order(model):  # what the folder has no tensor for: RoPE's frequencies
+        init_module(module, "cpu", keep=lambda tensor: not tensor.is_meta)
     return model.eval()
 
 
