@@ -25,5 +25,5 @@ def test_a_gguf_is_read_as_its_model_folder(tmp_path):
 
 
 def test_a_gguf_of_another_family_is_one_line(tmp_path):
-    with pytest.raises(GGUFError, match=r"architecture 'gemma2' is not supported; supported: llama, mistral, qwen2, qwen3$"):
+    with pytest.raises(GGUFError, match=r"architecture 'gemma2' is not supported; supported: gemma3, llama, mistral, qwen2, qwen3$"):
         read(str(write_gguf(tmp_path / "g.gguf", architecture="gemma2")))
