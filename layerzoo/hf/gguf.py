@@ -28,7 +28,7 @@ INSTALL = "reading a GGUF file needs the gguf and transformers packages: pip ins
 NOT_ARCHITECTURES = ("general", "tokenizer")
 FLOAT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 # The checked header, kept in the built folder: a later read checks it there instead of parsing the
-# file's metadata again (tens of seconds for a vocabulary of 262k tokens).
+# file's metadata again, whose cost grows with the vocabulary.
 HEADER = "gguf-header.json"
 
 
