@@ -11,6 +11,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from ..blocks.embedding import Embedding
+from ..blocks.meta import reset_unless_meta
 from ..blocks.norms import RMSNorm
 from ..blocks.packing import Packing, check_packed
 from ..blocks.projections import projection_init
@@ -60,7 +61,7 @@ class CausalLM(nn.Module):
         self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.tie_embeddings:
             self.head.weight = self.embedding.weight
-        self.reset_parameters()
+        reset_unless_meta(self)
 
     def reset_parameters(self) -> None:
         """The model's own init, after its modules' defaults: embedding (and an untied head) N(0, init_std)."""

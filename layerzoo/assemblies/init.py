@@ -45,20 +45,27 @@ def construction_order(model: nn.Module) -> Iterator[nn.Module]:
     return visit(model)
 
 
+def saved_tensors(module: nn.Module) -> list[torch.Tensor]:
+    """The module's own parameters and persistent buffers: what a checkpoint can hold."""
+    skip = module._non_persistent_buffers_set
+    return [*module.parameters(recurse=False), *(b for name, b in module.named_buffers(recurse=False) if name not in skip)]
+
+
 def init_module(module: nn.Module, device: torch.device | str, keep: Callable[[torch.Tensor], bool] | None = None) -> None:
     """Allocate the module's own meta parameters and buffers on `device` (in place: tied
     parameters stay tied) and run its own `reset_parameters()`.
 
     keep: tensors to leave as they are (weights loaded from a checkpoint). reset_parameters may set
     its direct submodules' tensors too (the mLSTM its gate projection's), so those are kept as well;
-    a module all of whose own and direct submodules' tensors are kept is not reset at all.
+    a module all of whose own tensors and direct submodules' saved ones are kept is not reset at all
+    (a submodule's non-persistent buffers are its own init's, done before its parent's).
     Raises TypeError for a module that holds tensors but has no reset_parameters(): nothing
     could give them their values.
     """
     own = [*module.parameters(recurse=False), *module.buffers(recurse=False)]
     kept, saved = [], []
     if keep is not None:
-        reach = own + [t for child in module.children() for t in (*child.parameters(recurse=False), *child.buffers(recurse=False))]
+        reach = own + [t for child in module.children() for t in saved_tensors(child)]
         kept = [t for t in reach if keep(t)]
         if len(kept) == len(reach):
             return

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from ..kernels.common.dtypes import upcast
+from .meta import reset_unless_meta
 
 
 class RMSNorm(nn.Module):
@@ -23,7 +24,7 @@ class RMSNorm(nn.Module):
         self.eps = eps
         self.groups = groups
         self.weight = nn.Parameter(torch.empty(dim))
-        self.reset_parameters()
+        reset_unless_meta(self)
 
     def reset_parameters(self) -> None:
         nn.init.ones_(self.weight)

@@ -49,6 +49,8 @@ class ProjectionInit:
 
     def draw(self, weight: torch.Tensor, bias: torch.Tensor | None, fan_in: int) -> None:
         """Set weight (and bias) in place by this rule."""
+        if weight.is_meta:  # no values to set: a model built on the meta device draws once allocated
+            return
         with torch.no_grad():
             if self.rule == "normal":
                 nn.init.normal_(weight, std=self.std)

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from ..kernels.common.dtypes import compute_dtype, upcast
+from .meta import reset_unless_meta
 
 
 class Rotary(nn.Module):
@@ -21,7 +22,7 @@ class Rotary(nn.Module):
             raise ValueError(f"RoPE needs an even head_dim, got {head_dim}")
         self.head_dim, self.theta = head_dim, theta
         self.register_buffer("inv_freq", torch.empty(head_dim // 2), persistent=False)
-        self.reset_parameters()
+        reset_unless_meta(self)
 
     def reset_parameters(self) -> None:
         """inv_freq (D/2,) fp32 = theta^(-2i/D), computed in fp64. A buffer outside the state dict,

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..blocks.meta import reset_unless_meta
 from ..blocks.projections import Linear
 from ..errors import OptionError
 from ..kernels.assoc_memory import BACKENDS, NU, Memory, associative_read, associative_update, empty_memory
@@ -108,7 +109,7 @@ class AssociativeMemory(Mixer):
         self.value = Linear(d_model, d_model, bias=False)
         self.beta = Linear(d_model, config.n_heads)
         self.zero_init_values = config.zero_init_values
-        self.reset_parameters()
+        reset_unless_meta(self)
 
     def reset_parameters(self) -> None:
         """ARMT's init, over the projections' nn.Linear defaults (see the class docstring)."""

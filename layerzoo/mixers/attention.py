@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..blocks.meta import reset_unless_meta
 from ..blocks.norms import RMSNorm
 from ..blocks.packing import (
     concat_sequences, last_of_rows, lengths_of, offsets_of, positions_in_sequences, right_aligned,
@@ -121,7 +122,7 @@ class CausalAttention(Mixer):
         self.k_norm = RMSNorm(self.head_dim, config.qk_norm_eps) if config.qk_norm else None
         self.gate_proj = Linear(d_model, width, bias=False) if config.output_gate else None
         self.sink_logits = nn.Parameter(torch.empty(config.n_heads)) if config.sinks else None
-        self.reset_parameters()
+        reset_unless_meta(self)
 
     def reset_parameters(self) -> None:
         """Sinks start at logit 0, below the scores a query usually has, so they take little at first."""

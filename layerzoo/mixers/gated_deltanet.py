@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..blocks.meta import reset_unless_meta
 from ..blocks.norms import RMSNorm
 from ..blocks.projections import Linear
 from ..blocks.short_conv import ShortConvolution
@@ -212,7 +213,7 @@ class GatedDeltaNet(DeltaRuleLayer):
         self.o_norm = RMSNorm(self.head_v_dim, eps=config.norm_eps)
         self.A_log = nn.Parameter(torch.empty(n_heads))
         self.dt_bias = nn.Parameter(torch.empty(n_heads))
-        self.reset_parameters()
+        reset_unless_meta(self)
 
     def reset_parameters(self) -> None:
         """Mamba-2's gate init (decay_gates.py): A ~ U(0, 16); dt log-uniform in [1e-3, 0.1]."""

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..blocks.meta import reset_unless_meta
 from ..blocks.norms import RMSNorm
 from ..blocks.projections import Linear
 from ..blocks.short_conv import ShortConvolution
@@ -84,7 +85,7 @@ class KimiDeltaAttention(DeltaRuleLayer):
                                     Linear(self.head_v_dim, value_width, bias=True))
         self.o_norm = RMSNorm(self.head_v_dim, eps=config.norm_eps)
         self.o_proj = Linear(value_width, d_model, bias=False)
-        self.reset_parameters()
+        reset_unless_meta(self)
 
     def reset_parameters(self) -> None:
         """fla's KDA init: A ~ U(1, 16) per head (decay_gates.py), dt_bias = 0 per key channel."""

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..blocks.meta import reset_unless_meta
 from ..blocks.norms import RMSNorm
 from ..blocks.projections import Linear
 from ..blocks.short_conv import ShortConvolution
@@ -119,7 +120,7 @@ class Mamba2(Mixer):
         self.D = nn.Parameter(torch.empty(self.n_heads))
         self.norm = RMSNorm(self.d_inner, eps=config.norm_eps, groups=self.n_groups)
         self.out_proj = Linear(self.d_inner, d_model, bias=False)
-        self.reset_parameters()
+        reset_unless_meta(self)
 
     def reset_parameters(self) -> None:
         """Mamba-2's init (decay_gates.py): A ~ U(1, 16); dt log-uniform in [dt_min, dt_max]; D = 1."""

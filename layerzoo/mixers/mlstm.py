@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..blocks.meta import reset_unless_meta
 from ..blocks.projections import Linear
 from ..errors import OptionError
 from ..kernels.common.dtypes import compute_dtype, upcast
@@ -87,7 +88,7 @@ class MLSTM(Mixer):
         self.gate_proj = Linear(d_model, 2 * n_heads)  # input, forget gate pre-activations
         self.norm_weight = nn.Parameter(torch.empty(n_heads, self.value_dim))
         self.out_proj = Linear(v_width, d_model, bias=False)
-        self.reset_parameters()
+        reset_unless_meta(self)
 
     def reset_parameters(self) -> None:
         """The layer's own init (after the projections' nn.Linear defaults): unit norm, xLSTM-7B's gates."""

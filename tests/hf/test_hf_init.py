@@ -121,6 +121,38 @@ def test_a_nan_weight_is_a_one_line_error_naming_it(tmp_path):
     assert torch.isinf(loaded.model.blocks[1].mixer.gate_proj.bias[0])
 
 
+def test_finite_weights_whose_sum_overflows_load(tmp_path):
+    torch.manual_seed(0)
+    model = LayerzooForCausalLM.from_spec("swax-tiny")
+    with torch.no_grad():
+        model.model.blocks[1].mixer.gate_proj.bias[:2] = 3e38  # finite, but their fp32 sum is infinite
+    model.save_pretrained(tmp_path)
+    loaded = LayerzooForCausalLM.from_pretrained(tmp_path)
+    assert torch.equal(loaded.model.blocks[1].mixer.gate_proj.bias, model.model.blocks[1].mixer.gate_proj.bias)
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_a_whole_folder_loads_without_resetting_a_loaded_module(name, tmp_path, monkeypatch):
+    """Every weight comes from the file: no module whose tensors it holds is reset (drawn, then
+    overwritten) once allocated; only modules of buffers no file holds (RoPE's frequencies) are."""
+    torch.manual_seed(0)
+    model = LayerzooForCausalLM.from_spec(name)
+    model.save_pretrained(tmp_path)
+    reset = []
+
+    def spy(original):
+        def reset_parameters(module):
+            if not all(t.is_meta for t in (*module.parameters(), *module.buffers())):
+                reset.append(type(module).__name__)
+            return original(module)
+        return reset_parameters
+
+    for kind in {type(module) for module in model.modules() if hasattr(module, "reset_parameters")}:
+        monkeypatch.setattr(kind, "reset_parameters", spy(kind.reset_parameters))
+    LayerzooForCausalLM.from_pretrained(tmp_path)
+    assert set(reset) <= {"Rotary"}
+
+
 def test_from_pretrained_takes_a_state_dict_and_a_config_without_a_folder():
     torch.manual_seed(0)
     model = LayerzooForCausalLM.from_spec("swax-tiny")

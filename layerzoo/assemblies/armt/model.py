@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from ...blocks.meta import reset_unless_meta
 from ...blocks.packing import Packing, check_packed, lengths_of
 from ...kernels.assoc_memory import Memory
 from ...mixers.assoc_memory import AssociativeMemory
@@ -112,7 +113,7 @@ class ARMT(nn.Module):
         self.memories.to(reference.device, reference.dtype)
         install_memory_hooks(self.backbone.layers, {index: self.memories[str(index)] for index in self.memory_layers},
                              owner=self.memories)
-        self.reset_parameters()
+        reset_unless_meta(self)
         # What save_adapter compares against: an adapter holds no base weights, so it must not
         # silently drop changes to them (not in the state_dict: it describes the base as wrapped).
         self.base_fingerprint = fingerprint(base)
