@@ -27,11 +27,13 @@ from torch import nn
 from ..errors import unknown_name_message
 from ..kernels.common.backends import installed
 from ..kernels.common.checks import check_cu_seqlens
+from .meta import reset_unless_meta
 from .projections import current_projection_init
 from ..kernels.common.sequences import without_empty_sequences
 
 CONV_BACKENDS = ("torch", "fla", "causal_conv1d")
 ACTIVATIONS = ("silu", None)
+FEW_TOKENS = 16  # up to this many, "torch" multiplies the windows out (B, T, channels, width) instead
 
 
 @functools.cache
@@ -55,7 +57,12 @@ def _torch_conv(x, state, weight, bias, activation, bounds=None):
 
 def _convolve(padded, weight, bias, activation):
     """(B, width - 1 + T, channels) -> (B, T, channels): the depthwise convolution without padding."""
-    y = F.conv1d(padded.transpose(1, 2), weight[:, None, :], bias, groups=weight.shape[0]).transpose(1, 2)
+    if padded.shape[1] - weight.shape[1] < FEW_TOKENS:
+        # a decoding step: a grouped conv1d's set-up costs several times the few products it makes
+        y = (padded.unfold(1, weight.shape[1], 1) * weight).sum(-1)
+        y = y if bias is None else y + bias
+    else:
+        y = F.conv1d(padded.transpose(1, 2), weight[:, None, :], bias, groups=weight.shape[0]).transpose(1, 2)
     return F.silu(y) if activation == "silu" else y
 
 
@@ -194,7 +201,7 @@ class ShortConvolution(nn.Module):
         self.init = current_projection_init()
         self.weight = nn.Parameter(torch.empty(channels, width))
         self.bias = nn.Parameter(torch.empty(channels)) if bias else None
-        self.reset_parameters()
+        reset_unless_meta(self)
 
     def reset_parameters(self) -> None:
         self.init.draw(self.weight, self.bias, fan_in=self.width)  # a depthwise kernel's fan-in
