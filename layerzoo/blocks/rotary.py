@@ -34,6 +34,12 @@ class Rotary(nn.Module):
     def forward(self, x: torch.Tensor, positions: torch.Tensor | int = 0) -> torch.Tensor:
         """x: (B, T, H, D) -> rotated x, same shape and dtype. positions: the tokens' absolute
         positions, (B, T) or (T,) integers, or an int offset for positions offset..offset+T-1."""
+        return self.rotate_all((x,), positions)[0]
+
+    def rotate_all(self, xs: tuple[torch.Tensor, ...], positions: torch.Tensor | int = 0) -> tuple[torch.Tensor, ...]:
+        """Each x (B, T, H_i, D) of xs rotated at the same positions (queries and keys: the angles
+        computed once)."""
+        x = xs[0]
         if isinstance(positions, int):
             positions = torch.arange(positions, positions + x.shape[1], device=x.device)
         angles = positions.to(x.device, compute_dtype(x.dtype))[..., None] * self.inv_freq.to(x.device)  # ([B,] T, D/2)
@@ -41,6 +47,10 @@ class Rotary(nn.Module):
             angles = angles[None]
         cos = angles.cos()[:, :, None, :]
         sin = angles.sin()[:, :, None, :]
-        x1, x2 = upcast(x).chunk(2, dim=-1)
-        rotated = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
-        return rotated.to(x.dtype)
+        return tuple(rotated(x, cos, sin) for x in xs)
+
+
+def rotated(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x (B, T, H, D) with its pairs turned by the angles whose cos and sin are (B or 1, T, 1, D/2)."""
+    x1, x2 = upcast(x).chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1).to(x.dtype)

@@ -181,7 +181,7 @@ class CausalAttention(Mixer):
         k, v = self.kv_proj(x).view(batch, length, 2, self.n_kv_heads, self.head_dim).unbind(2)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
-        return self.rotary(q, positions), self.rotary(k, positions), v
+        return *self.rotary.rotate_all((q, k), positions), v
 
     def _mix_rows(self, x: torch.Tensor, state: KVCache | None):
         """Rows of equal length over histories of equal length: the common, rectangular case."""
