@@ -168,3 +168,33 @@ def test_kernels_build_builds_the_real_kernels(capsys):
     out = capsys.readouterr().out
     assert all(f"{kernel.what}: " in out for kernel in KERNELS) and "not built" not in out, out
     assert all(kernel.built() and kernel.enabled() for kernel in KERNELS)
+
+
+def test_a_built_library_loads_as_it_is_and_a_damaged_one_is_built_again(tmp_path, monkeypatch):
+    """A finished build is loaded straight from its file (its name holds what it was built from),
+    never through torch's builder; a file that does not load goes back to the builder."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "cache"))
+    kernel = toy_kernel(tmp_path)
+    library = native_build.library(kernel.name)
+    library.parent.mkdir(parents=True)
+    library.write_bytes(b"a finished build")
+    loaded, built = [], []
+    monkeypatch.setattr(native_build.torch.ops, "load_library", loaded.append)
+    monkeypatch.setattr(cpp_extension, "load", lambda name, **_: built.append(name))
+    assert kernel.load() is not None
+    assert (loaded, built) == ([str(library)], [])
+
+    def damaged(path):
+        raise OSError(f"{path}: file too short")
+
+    kernel.load.cache_clear()
+    monkeypatch.setattr(native_build.torch.ops, "load_library", damaged)
+    assert kernel.load() is not None
+    assert built == [kernel.name]
+
+
+def test_the_extension_name_changes_with_the_compiler_flags(tmp_path):
+    source = tmp_path / "toy.cpp"
+    source.write_text("// toy\n")
+    names = {native_build.extension_name("toy", [source], [], flags) for flags in ((), ("-DFAST",), ("-DSLOW",))}
+    assert len(names) == 3

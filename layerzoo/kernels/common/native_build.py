@@ -35,6 +35,9 @@ import torch
 from .backends import constant_when_traced
 
 log = logging.getLogger(__name__)
+# -fopenmp so that ATen's parallel_for (a header template) runs its heads in parallel; not linked:
+# the OpenMP symbols resolve to the runtime libtorch_cpu already loaded
+BASE_FLAGS = ("-O3", "-fopenmp")
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ def compiled_ops(family: str, sources: list[Path], headers: list[Path], what: st
     ("gated delta rule"). register_for_tracing() runs
     once they load: it gives torch.compile their fake implementations (torch checks that an op
     exists before taking its fake)."""
-    name = extension_name(family, sources, headers)
+    name = extension_name(family, sources, headers, flags)
 
     @functools.cache
     def load():
@@ -95,15 +98,13 @@ def turned_off() -> bool:
     return os.environ.get("LAYERZOO_NATIVE", "1") == "0"
 
 
-def extension_name(family: str, sources: list[Path], headers: list[Path]) -> str:
-    """The cache name of a family's extension. torch rebuilds a cached extension when its .cpp
-    sources or flags change, not when torch or a header does: both go into the name, so a build
-    never loads into the wrong torch or stays stale."""
+def extension_name(family: str, sources: list[Path], headers: list[Path], flags: tuple[str, ...] = ()) -> str:
+    """The cache name of a family's extension: torch's version and a hash of the sources, headers
+    and compiler flags, so that a library found under this name is this build's (build_extension
+    loads it without asking torch's builder) and never one for another torch."""
+    built_from = b"".join(p.read_bytes() for p in sources + headers) + " ".join((*BASE_FLAGS, *flags)).encode()
     return "layerzoo_{}_cpu_torch_{}_{}".format(
-        family,
-        re.sub(r"\W", "_", torch.__version__),
-        hashlib.sha256(b"".join(p.read_bytes() for p in sources + headers)).hexdigest()[:12],
-    )
+        family, re.sub(r"\W", "_", torch.__version__), hashlib.sha256(built_from).hexdigest()[:12])
 
 
 def build_extension(name: str, sources: list[Path], what: str, flags: tuple[str, ...] = ()) -> bool:
@@ -114,6 +115,8 @@ def build_extension(name: str, sources: list[Path], what: str, flags: tuple[str,
     from torch.utils import cpp_extension
 
     log.info("layerzoo: loading the compiled CPU %s (built on first use)", what)
+    if load_built(name):
+        return True
     directory = build_directory(name)
     try:
         with build_lock(directory, what), contextlib.ExitStack() as building:
@@ -124,14 +127,26 @@ def build_extension(name: str, sources: list[Path], what: str, flags: tuple[str,
             cpp_extension.load(
                 name=name,
                 sources=[str(p) for p in sources],
-                # -fopenmp so that ATen's parallel_for (a header template) runs its heads in parallel;
-                # not linked: the OpenMP symbols resolve to the runtime libtorch_cpu already loaded
-                extra_cflags=["-O3", "-fopenmp", *flags],
+                extra_cflags=[*BASE_FLAGS, *flags],
                 build_directory=str(directory),
                 is_python_module=False,
             )
     except Exception as error:  # no compiler, no ninja, no BLAS symbols: fall back, say why once
         log.warning("layerzoo: compiled CPU %s unavailable (%s); using the PyTorch one", what, _reason(error))
+        return False
+    return True
+
+
+def load_built(name: str) -> bool:
+    """Load the finished library of `name` as it is, if there is one that loads: its name holds
+    everything it was built from, so torch's builder (a ninja run and a file lock, a noticeable
+    part of a second on every start) would only find it up to date."""
+    path = library(name)
+    if not path.is_file():
+        return False
+    try:
+        torch.ops.load_library(str(path))
+    except (OSError, RuntimeError):  # a damaged or half-written file: the builder redoes it
         return False
     return True
 
