@@ -21,6 +21,8 @@ trained. PARTS, each a set of cells timed in interleaved rounds, the best kept (
 - padded: generate() of --new tokens for a left-padded batch of --seq and --seq / 2 token prompts.
 - distill: a step of each distillation stage on 2 x --seq / 2 tokens (the hybrids): stage 1's
   alignment loss and stage 2's KL to the teacher, each with its backward.
+- kernels: in fresh processes (torch imported first), each compiled CPU kernel's first use
+  (loading it, built beforehand) against loading its library file with torch.ops.load_library.
 - armt: a training step of ARMT around the teacher (segments of --seq / 2, 16 memory tokens,
   memory in the last layer; only the memory trains) on 2 x --seq tokens.
 
@@ -34,6 +36,8 @@ from __future__ import annotations
 import argparse
 import copy
 import importlib.util
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -58,7 +62,7 @@ TARGETS = {  # name: the conversion's pattern (a mapping: mixers' options beside
     "gdn-3:1": {"pattern": "gated_deltanet*3,attention"},
     "mamba2-3:1": {"pattern": "mamba2*3,attention"},
 }
-PARTS = ("load", "forward", "train", "train_long", "decode", "padded", "distill", "armt")
+PARTS = ("load", "forward", "train", "train_long", "decode", "padded", "distill", "kernels", "armt")
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
 FIRST = 2  # tokens both timed decoding calls generate; the difference is --tokens more
 
@@ -313,6 +317,8 @@ def run(args: argparse.Namespace) -> dict:
         rows += time_cells(cells, rounds=args.reps, budget=args.budget)
         if long_cells:
             rows += time_cells(long_cells, rounds=1, budget=None)[1:]
+    if "kernels" in args.parts:
+        rows += first_kernel_calls(args.reps)
     return {"rows": [with_flops_measure(row) for row in rows]}
 
 
@@ -320,6 +326,34 @@ def with_flops_measure(row: dict) -> dict:
     """A cell's FLOPs, carried in its labels while it ran, as a measure of its row."""
     flops = row["cell"].pop("flops", None)
     return row if flops is None else {**row, "flops": flops}
+
+
+TIMED = """
+import sys, time, torch
+from layerzoo.kernels.common.native_build import library
+from layerzoo.kernels.compiled import KERNELS
+kernel = KERNELS[int(sys.argv[1])]
+start = time.perf_counter()
+{call}
+print(time.perf_counter() - start)
+"""
+
+
+def first_kernel_calls(processes: int) -> list[dict]:
+    """Per compiled kernel, the best over fresh processes of its first use and of loading its file."""
+    from layerzoo.kernels.compiled import FUNCTIONS, KERNELS
+
+    rows = []
+    for index, (function, kernel) in enumerate(zip(FUNCTIONS, KERNELS)):
+        if kernel.load() is None:
+            continue
+        def best(call: str) -> float:
+            script = TIMED.format(call=call)
+            return min(float(subprocess.run([sys.executable, "-c", script, str(index)], check=True, capture_output=True,
+                                            text=True).stdout.split()[-1]) for _ in range(processes))
+        rows.append({"cell": {"part": "first_kernel_call", "kernel": function}, "seconds": best("kernel.load()"),
+                     "library_seconds": best("torch.ops.load_library(str(library(kernel.name)))")})
+    return rows
 
 
 def armt_cell(folder: Path, ids: torch.Tensor, segment: int) -> Cell:
@@ -333,62 +367,136 @@ def armt_cell(folder: Path, ids: torch.Tensor, segment: int) -> Cell:
     return Cell({"target": TEACHER, "part": "armt", "segment": segment}, step)
 
 
+class Readings:
+    """A results file's measurements by target and part."""
+
+    def __init__(self, data: dict):
+        self.config, self.rows = data["config"], data["rows"]
+        self.rate = matmul_gflops(self.rows)
+        self.hybrids = [name for name in self.config["targets"] if name not in (TEACHER, "kept")]
+
+    def row(self, name: str, part: str, **more) -> dict:
+        return find_row(self.rows, target=name, part=part, **more) or {}
+
+    def seconds(self, name: str, part: str, **more) -> float | None:
+        return self.row(name, part, **more).get("seconds")
+
+    def share(self, name: str, part: str, **more) -> float | None:
+        """The cell's FLOPs per second over the run's matmul rate."""
+        row = self.row(name, part, **more)
+        if "flops" not in row or "seconds" not in row or not self.rate:
+            return None
+        return row["flops"] / row["seconds"] / 1e9 / self.rate
+
+    def timed(self, name: str, part: str, **more) -> str:
+        taken, share = self.seconds(name, part, **more), self.share(name, part, **more)
+        return MISSING if taken is None else f"{taken:.2f} s" + ("" if share is None else f" ({share:.0%})")
+
+    def per_token(self, name: str, length: int) -> float | None:
+        """Decoding's tokens per second after `length` tokens of context."""
+        low, high = (self.seconds(name, "decode", context=length, tokens=t) for t in (FIRST, FIRST + self.config["tokens"]))
+        return None if low is None or high is None else self.config["tokens"] / (high - low)
+
+    def columns(self) -> list[tuple[str, str, dict]]:
+        """(heading, part, labels) of the whole-model table's timed columns."""
+        config = self.config
+        return [("load", "load", {}),
+                *[(f"forward 2 x {config['seq']}, {p}", "forward", {"precision": p}) for p in config["precisions"]],
+                *[(f"train 2 x {config['seq']}, {p}", "train", {"precision": p}) for p in config["precisions"]],
+                (f"train 1 x {config['long']:,}", "train_long", {"precision": "fp32"}),
+                (f"padded batch, {config['new']} new", "padded", {})]
+
+
 def render(data: dict) -> str:
-    """Three tables: whole-model times per target, decoding per context length, distillation's stages."""
-    config, rows = data["config"], data["rows"]
-    rate = matmul_gflops(rows)
-    names = config["targets"]
-
-    def row_of(name, part, **more):
-        return find_row(rows, target=name, part=part, **more) or {}
-
-    def timed(name, part, **more):
-        row = row_of(name, part, **more)
-        if "seconds" not in row:
-            return MISSING
-        share = share_of_matmul(row["flops"], row["seconds"], rate) if "flops" in row else ""
-        return f"{row['seconds']:.2f} s" + (f" ({share})" if share else "")
-
-    def per_token(name, length):
-        low, high = (row_of(name, "decode", context=length, tokens=t).get("seconds") for t in (FIRST, FIRST + config["tokens"]))
-        return None if low is None or high is None else config["tokens"] / (high - low)
-
-    precisions = config["precisions"]
-    head = ["", "load", *[f"forward 2 x {config['seq']}, {p}" for p in precisions],
-            *[f"train 2 x {config['seq']}, {p}" for p in precisions], f"train 1 x {config['long']:,}",
-            f"padded batch, {config['new']} new"]
-    whole = [[name, timed(name, "load"), *[timed(name, "forward", precision=p) for p in precisions],
-              *[timed(name, "train", precision=p) for p in precisions], timed(name, "train_long", precision="fp32"),
-              timed(name, "padded")] for name in names]
-    teacher = {length: per_token(TEACHER, length) for length in config["lengths"]}
-    decode_head = ["decoding after", *[f"{length:,} tokens" for length in config["lengths"]]]
-    decode = []
-    for name in names:
-        cells = []
-        for length in config["lengths"]:
-            speed, prefill = per_token(name, length), row_of(name, "prefill", context=length)
-            if speed is None:
-                cells.append(MISSING)
-                continue
-            against = f", {speed / teacher[length]:.2f}x" if teacher[length] and name != TEACHER else ""
-            cells.append(f"{speed:.1f} tok/s{against}; cache {mib(prefill.get('cache_bytes'))} MiB, "
-                         f"peak +{mib(prefill.get('peak_rise_bytes'))} MiB")
-        decode.append([name, *cells])
-    stages = [[name, *[timed(name, stage, precision=p) for stage in ("align", "end_to_end") for p in precisions]]
-              for name in names if row_of(name, "align", precision=precisions[0])]
+    """The goals of issue 41 against this run, then whole-model times per target, decoding per
+    context length, distillation's stages, the kernels' first use and ARMT's step."""
+    readings = Readings(data)
+    config, names = readings.config, readings.config["targets"]
+    whole = [[name, *[readings.timed(name, part, **labels) for _, part, labels in readings.columns()]] for name in names]
+    decode = [[name, *[decoding_cell(readings, name, length) for length in config["lengths"]]] for name in names]
+    stages = [[name, *[readings.timed(name, stage, precision=p) for stage in ("align", "end_to_end")
+                       for p in config["precisions"]]] for name in readings.hybrids]
     caption = (f"{config['model']}, {config['threads']} threads; best of {config['reps']} interleaved rounds (train 1 x "
                f"{config['long']:,}: one run); in brackets the share of the same run's fp32 matmul rate"
-               + (f" ({rate:.0f} GFLOP/s)" if rate else "") + f"; decoding: {config['tokens']} greedy tokens timed, "
-               "against the teacher's speed; the cache after the prompt and the rise of the peak resident memory")
-    parts = [caption, markdown_table(head, whole), markdown_table(decode_head, decode)]
-    if stages:
+               + (f" ({readings.rate:.0f} GFLOP/s)" if readings.rate else "") + f"; decoding: {config['tokens']} greedy "
+               "tokens timed, against the teacher's speed; the cache after the prompt and the rise of the peak resident memory")
+    parts = [caption, markdown_table(["goal", "this run", "met"], goals(readings)),
+             markdown_table(["", *[heading for heading, _, _ in readings.columns()]], whole),
+             markdown_table(["decoding after", *[f"{length:,} tokens" for length in config["lengths"]]], decode)]
+    if any(readings.seconds(name, "align", precision=config["precisions"][0]) for name in readings.hybrids):
         parts.append(markdown_table([f"distillation, 2 x {config['seq'] // 2}",
-                                     *[f"{stage}, {p}" for stage in ("stage 1", "stage 2") for p in precisions]], stages))
-    armt = row_of(TEACHER, "armt", segment=config["seq"] // 2).get("seconds")
+                                     *[f"{stage}, {p}" for stage in ("stage 1", "stage 2") for p in config["precisions"]]],
+                                    stages))
+    kernels = [[row["cell"]["kernel"], f"{row['seconds'] * 1e3:.0f} ms", f"{row['library_seconds'] * 1e3:.0f} ms"]
+               for row in readings.rows if row["cell"].get("part") == "first_kernel_call"]
+    if kernels:
+        parts.append(markdown_table(["compiled kernel", "first use in a new process", "loading its library file"],
+                                    kernels))
+    armt = readings.seconds(TEACHER, "armt", segment=config["seq"] // 2)
     if armt is not None:
         parts.append(f"ARMT around the teacher (segments of {config['seq'] // 2}, 16 memory tokens, memory in the last "
                      f"layer), a training step on 2 x {config['seq']} tokens: {armt:.2f} s")
     return "\n\n".join(parts)
+
+
+def decoding_cell(readings: Readings, name: str, length: int) -> str:
+    speed, teacher = readings.per_token(name, length), readings.per_token(TEACHER, length)
+    if speed is None:
+        return MISSING
+    prefill = readings.row(name, "prefill", context=length)
+    against = f", {speed / teacher:.2f}x" if teacher and name != TEACHER else ""
+    return (f"{speed:.1f} tok/s{against}; cache {mib(prefill.get('cache_bytes'))} MiB, "
+            f"peak +{mib(prefill.get('peak_rise_bytes'))} MiB")
+
+
+DECODING_GOALS = {512: 0.9, 8192: 2.0, 32768: 5.0}  # a hybrid's decoding speed over the teacher's, after so many tokens
+
+
+def goals(readings: Readings) -> list[list[str]]:
+    """[goal, what this run measured, met: yes / no / - (not measured)] for each goal of issue 41."""
+    def verdict(ok: bool | None) -> str:
+        return MISSING if ok is None else ("yes" if ok else "no")
+
+    rows = []
+    slower = [heading for heading, part, labels in readings.columns() if part != "load"
+              and None not in (readings.seconds("kept", part, **labels), readings.seconds(TEACHER, part, **labels))
+              and readings.seconds("kept", part, **labels) > readings.seconds(TEACHER, part, **labels)]
+    slower += [f"decoding after {length:,}" for length in readings.config["lengths"]
+               if None not in (readings.per_token("kept", length), readings.per_token(TEACHER, length))
+               and readings.per_token("kept", length) < readings.per_token(TEACHER, length)]
+    measured = readings.seconds("kept", "forward", precision="fp32") is not None
+    rows.append(["kept attention at least as fast as transformers in every column",
+                 ("slower in: " + ", ".join(slower)) if slower else ("faster or equal everywhere" if measured else MISSING),
+                 verdict(None if not measured else not slower)])
+    loads = {name: readings.seconds(name, "load") / readings.seconds(TEACHER, "load")
+             for name in readings.config["targets"] if name != TEACHER and readings.seconds(name, "load")
+             and readings.seconds(TEACHER, "load")}
+    rows.append(["a folder loads within 1.5x of transformers' time",
+                 ", ".join(f"{name} {ratio:.2f}x" for name, ratio in loads.items()) or MISSING,
+                 verdict(None if not loads else max(loads.values()) <= 1.5)])
+    for length, target in DECODING_GOALS.items():
+        ratios = {name: readings.per_token(name, length) / readings.per_token(TEACHER, length)
+                  for name in readings.hybrids if readings.per_token(name, length) and readings.per_token(TEACHER, length)}
+        rows.append([f"every hybrid decodes at least {target:g}x the teacher after {length:,} tokens",
+                     ", ".join(f"{name} {ratio:.2f}x" for name, ratio in ratios.items()) or MISSING,
+                     verdict(None if not ratios else min(ratios.values()) >= target)])
+    attention = readings.seconds("kept", "train_long", precision="fp32") or readings.seconds(TEACHER, "train_long", precision="fp32")
+    speedups = {name: attention / readings.seconds(name, "train_long", precision="fp32") for name in readings.hybrids
+                if attention and readings.seconds(name, "train_long", precision="fp32")}
+    rows.append([f"every hybrid's training step on {readings.config['long']:,} tokens at least 2x faster than attention's",
+                 ", ".join(f"{name} {ratio:.2f}x" for name, ratio in speedups.items()) or MISSING,
+                 verdict(None if not speedups else min(speedups.values()) >= 2)])
+    shares = {name: readings.share(name, "align", precision="fp32") for name in readings.hybrids
+              if readings.share(name, "align", precision="fp32") is not None}
+    rows.append(["distillation's stage 1 at 50% or more of the matmul rate",
+                 ", ".join(f"{name} {share:.0%}" for name, share in shares.items()) or MISSING,
+                 verdict(None if not shares else min(shares.values()) >= 0.5)])
+    kernels = [row for row in readings.rows if row["cell"].get("part") == "first_kernel_call"]
+    rows.append(["a compiled kernel's first use in a new process costs what loading its library costs",
+                 ", ".join(f"{row['cell']['kernel']} {row['seconds'] * 1e3:.0f} ms against {row['library_seconds'] * 1e3:.0f} ms"
+                           for row in kernels) or MISSING,
+                 verdict(None if not kernels else all(row["seconds"] <= 1.5 * row["library_seconds"] + 0.01 for row in kernels))])
+    return rows
 
 
 BENCHMARK = Benchmark(
