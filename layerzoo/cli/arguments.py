@@ -36,7 +36,9 @@ def add_section_flags(parser: argparse.ArgumentParser, section: type) -> None:
     type: a tuple a list of values, a Literal its choices. Its defaults and bounds stay the
     section's: a flag not given is None, and the section checks what is."""
     for info in declared(section).values():
-        kinds = [kind for kind in typing.get_args(info.annotation) or (info.annotation,) if kind is not types.NoneType]
+        union = typing.get_origin(info.annotation) in (typing.Union, types.UnionType)  # X | None: X's flag
+        kinds = [kind for kind in (typing.get_args(info.annotation) if union else (info.annotation,))
+                 if kind is not types.NoneType]
         kind, many = kinds[0], typing.get_origin(kinds[0]) is tuple
         if many:
             kind = typing.get_args(kind)[0]

@@ -18,10 +18,10 @@ from .heatmap import plot_heatmap
 
 def grid_report(model: nn.Module, spec: Spec, task: Task, out_dir: str | Path, *, lengths: list[int] | None = None,
                 depths: list[float] | None = None, window: int | None = None, samples: int | None = None,
-                context: Context = LOCAL, autocast=None, progress: bool = False) -> dict:
+                context: Context = LOCAL, autocast=None, about: dict | None = None, progress: bool = False) -> dict:
     """Evaluate the grid (None: the spec's training.eval value; `progress`: its bar and time
-    estimate on stderr), print the table, write <out_dir>/eval-window<W>.json and .png (rank 0
-    only); returns the grid."""
+    estimate on stderr), print the table, write <out_dir>/eval-window<W>.json (with `about`'s keys
+    too) and .png (rank 0 only); returns the grid."""
     config = spec.training.eval
     lengths = list((config.lengths or [spec.training.seq_len]) if lengths is None else lengths)
     depths = list(config.depths if depths is None else depths)
@@ -30,7 +30,7 @@ def grid_report(model: nn.Module, spec: Spec, task: Task, out_dir: str | Path, *
     return write_grid(model, task, Path(out_dir) / report_stem("eval", window), lengths, depths, samples,
                       label=spec.name or "model", spec=spec.name, train_length=trained_length(spec, model),
                       seed=report_seed(spec.training.seed), window=window, batch_size=config.batch_size, context=context,
-                      autocast=autocast, progress=progress)
+                      autocast=autocast, about=about, progress=progress)
 
 
 def write_grid(model: nn.Module, task: Task, stem: str | Path, lengths: list[int], depths: list[float], samples: int, *,

@@ -20,7 +20,9 @@ transformers is needed only for model folders and distill runs: a training run i
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,8 @@ from ..tasks import Task, make_task
 from ..tasks.niah import in_tokens
 from ..tasks.text import load_tokenizer
 from ..training.config import EvalConfig
+from ..training.objectives.batches import LOCAL
+from ..training.precision import autocast_for, resolved_precision
 from ..training.runs.folder import report_stem
 from .reading import EvaluationError, Scored, read, unique
 from .settings import EvalSettings
@@ -61,13 +65,28 @@ def evaluate(paths: Sequence[str | Path], settings: EvalSettings | None = None, 
     """
     settings = make_section(EvalSettings, options) if settings is None else settings
     scored = unique([entry for path in paths for entry in read(str(path))])
+    precision = EvalPrecision.of(settings)
     metric = settings.metric or ("accuracy" if scored[0].kind == "run" and scored[0].task.name != "text"
                                  else "perplexity")
     if metric == "perplexity":
-        return perplexity(settings, scored, progress)
+        return perplexity(settings, scored, precision, progress)
     if all(entry.kind == "run" for entry in scored):
-        return run_accuracy(settings, scored, progress)
-    return accuracy(settings, scored, progress)
+        return run_accuracy(settings, scored, precision, progress)
+    return accuracy(settings, scored, precision, progress)
+
+
+@dataclass(frozen=True)
+class EvalPrecision:
+    """What --precision means where eval runs (the CPU: LOCAL): its name ("fp32" or "bf16", which
+    each report records) and the context every forward runs in."""
+
+    name: str
+    autocast: contextlib.AbstractContextManager
+
+    @classmethod
+    def of(cls, settings: EvalSettings) -> EvalPrecision:
+        name = resolved_precision(settings.precision, LOCAL.device)
+        return cls(name, autocast_for(name, LOCAL.device))
 
 
 def flag_text(settings: EvalSettings) -> dict[str, Any] | None:
@@ -119,7 +138,7 @@ def placement(entry: Scored, settings: EvalSettings, lengths: list[int] | None, 
     return list(lengths), window, folder / report_stem("-".join(filter(None, (kind, entry.name))), window)
 
 
-def perplexity(settings: EvalSettings, scored: list[Scored], progress: bool) -> dict[str, dict]:
+def perplexity(settings: EvalSettings, scored: list[Scored], precision: EvalPrecision, progress: bool) -> dict[str, dict]:
     """Each model's perplexity report (table, JSON), one PNG of all, and with several a table of
     all; returns each model's result by label."""
     from .perplexity_plot import plot_perplexity
@@ -145,7 +164,8 @@ def perplexity(settings: EvalSettings, scored: list[Scored], progress: bool) -> 
             entry.model, task, stem, entry_lengths, label=entry.label, spec=getattr(entry.spec, "name", None),
             train_length=entry.train_length, seed=entry.seed, window=window,
             samples=settings.samples or entry.documents, chunk_size=settings.chunk_size, plot=False,
-            about={"kind": entry.kind, "source": str(entry.source), "files": list(task.files), "holdout": task.holdout},
+            autocast=precision.autocast, about={"kind": entry.kind, "source": str(entry.source), "files": list(task.files),
+                                                "holdout": task.holdout, "precision": precision.name},
             progress=progress)
     out = out or plan[0][4].parent
     out.mkdir(parents=True, exist_ok=True)
@@ -160,7 +180,7 @@ def perplexity(settings: EvalSettings, scored: list[Scored], progress: bool) -> 
     return results
 
 
-def run_accuracy(settings: EvalSettings, scored: list[Scored], progress: bool) -> dict[str, dict]:
+def run_accuracy(settings: EvalSettings, scored: list[Scored], precision: EvalPrecision, progress: bool) -> dict[str, dict]:
     """A training run's length x depth grid on its own task (one run at a time), by its label."""
     from .grid_report import grid_report
 
@@ -169,10 +189,11 @@ def run_accuracy(settings: EvalSettings, scored: list[Scored], progress: bool) -
     entry = scored[0]
     return {entry.label: grid_report(entry.model, entry.spec, entry.task, Path(settings.out) if settings.out else entry.folder,
                                      lengths=settings.lengths, depths=settings.depths, window=settings.window,
-                                     samples=settings.samples, progress=progress)}
+                                     samples=settings.samples, autocast=precision.autocast,
+                                     about={"precision": precision.name}, progress=progress)}
 
 
-def accuracy(settings: EvalSettings, scored: list[Scored], progress: bool) -> dict[str, dict]:
+def accuracy(settings: EvalSettings, scored: list[Scored], precision: EvalPrecision, progress: bool) -> dict[str, dict]:
     """Distill runs and model folders: each model's NIAH grid in its tokenizer's tokens (table,
     JSON, heatmap), and with several a table of all (mean over depths by length); returns each
     model's grid by label."""
@@ -194,9 +215,10 @@ def accuracy(settings: EvalSettings, scored: list[Scored], progress: bool) -> di
     for entry, task, entry_lengths, window, stem in plan:
         grids[entry.label] = write_grid(entry.model, task, stem, entry_lengths, depths, settings.samples or entry.samples,
                                         label=entry.label, train_length=entry.train_length, seed=entry.seed,
-                                        window=window, batch_size=entry.batch_size,
+                                        window=window, batch_size=entry.batch_size, autocast=precision.autocast,
                                         about={"kind": entry.kind, "source": str(entry.source),
-                                               "tokenizer": entry.tokenizer}, progress=progress)
+                                               "tokenizer": entry.tokenizer, "precision": precision.name},
+                                        progress=progress)
     if len(grids) > 1:
         print("NIAH accuracy (%) in each model's tokens, mean over depths, each model beside the others:")
         print(format_accuracies(grids))

@@ -29,6 +29,10 @@ class EvalSettings(Section):
     samples: int | None = option(None, min=1, help="examples per cell (default: training.eval.samples); "
                                                    "perplexity: documents per length (default: training.eval.documents)")
     chunk_size: int = option(1024, min=1, help="perplexity: tokens per piece streamed through the model (default 1024)")
+    # training.precision's values (layerzoo.training.precision), declared here: these flags are checked before torch loads
+    precision: Literal["auto", "fp32", "bf16"] = option(
+        "auto", help="bf16: every model's forward under bf16 autocast (states and losses fp32); auto: bf16 on a GPU "
+                     "that supports it, else fp32 (eval runs on the CPU: fp32)")
     out: str | None = option(None, help="folder for the JSON and PNG (default: the first run folder; perplexity: the "
                                         "PNG of all, each run's JSON stays in its folder, a model folder's goes here)")
 

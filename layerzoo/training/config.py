@@ -26,6 +26,7 @@ from ..specs import ModelConfig, read_section, register_section
 from ..specs.fields import located
 from ..specs.yaml_source import KeyPath, Locations, fail
 from ..tasks import TASKS
+from .precision import Precision
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ class TrainingConfig(Section):
     batch_size: int = option(16, min=1)
     grad_accum: int = option(1, min=1)
     seed: int = option(0, min=0)
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    precision: Precision = "auto"  # precision.py
     compile: bool = False  # torch.compile the model for training and evaluation (a one-time cost per shape)
     optimizer: OptimizerConfig = option(factory=OptimizerConfig)
     window: WindowConfig = option(factory=WindowConfig)

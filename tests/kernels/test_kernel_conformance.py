@@ -21,6 +21,8 @@ from layerzoo.testing import (
     check_kernel_gradients, check_kernel_layouts, check_kernel_packed, check_kernel_reference, check_kernel_streaming,
     kernel_cases, packed_cases,
 )
+from layerzoo.testing.tolerances import assert_close
+from layerzoo.testing.trees import tensors_in
 
 from tests.helpers.kernel_backends import AUTO, BACKENDS, TRITON_BACKENDS
 
@@ -70,6 +72,24 @@ def test_every_backend_agrees_with_the_reference_in_fp64(backend, data):
     case = data.draw(kernel_cases(backend.family, min_length=2))
     with backend.context():
         check_kernel_reference(backend.family, case, backend.name)
+
+
+@pytest.mark.parametrize("backend", BACKENDS + AUTO, ids=str)
+@given(data=st.data())
+def test_autocast_does_not_reach_inside_a_kernel(backend, data):
+    """A model under bf16 autocast hands its kernels fp32 (or bf16) tensors; the kernel computes
+    as it would without autocast: fp32 inputs give the fp32 results, states included."""
+    case = data.draw(kernel_cases(backend.family, dtypes=[torch.float32], min_length=2))
+    family = backend.family
+    with backend.context():
+        expected, expected_state = family.run(case.inputs, case.state, backend.name, case.options)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out, state = family.run(case.inputs, case.state, backend.name, case.options)
+    assert out.dtype == expected.dtype
+    assert_close(out, expected, torch.float32, what=f"{family.name} {backend.name} under autocast: output")
+    for index, (got, want) in enumerate(zip(tensors_in(state), tensors_in(expected_state))):
+        assert got.dtype == want.dtype, f"{family.name} {backend.name} under autocast: state [{index}] is {got.dtype}"
+        assert_close(got, want, torch.float32, what=f"{family.name} {backend.name} under autocast: state [{index}]")
 
 
 PACKING = [backend for backend in BACKENDS + AUTO if backend.family.packs]

@@ -10,6 +10,7 @@ from typing import Callable, NamedTuple
 
 import torch
 
+from ..common.autocast import outside_autocast
 from ..common.backends import choose_backend
 from ..common.checks import check_tensors
 from ..common.sequences import carried_state, empty_output, has_tokens
@@ -30,9 +31,11 @@ class MemoryBackend(NamedTuple):
     update: Callable[..., Memory]
 
 
-BACKENDS = {
-    "reference": MemoryBackend(associative_read_reference, associative_update_reference),
-    "chunkwise": MemoryBackend(associative_read_chunkwise, associative_update_chunkwise),
+BACKENDS = {  # autocast off inside: the memory is a sum over every write, kept in fp32 (common/autocast.py)
+    name: MemoryBackend(outside_autocast(read), outside_autocast(update)) for name, (read, update) in {
+        "reference": (associative_read_reference, associative_update_reference),
+        "chunkwise": (associative_read_chunkwise, associative_update_chunkwise),
+    }.items()
 }
 # Old names, refused with the new one as the did-you-mean.
 RENAMED = {"vectorized": "chunkwise"}

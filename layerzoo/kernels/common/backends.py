@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Mapping
 import torch
 
 from ...errors import unknown_name_message
+from .autocast import outside_autocast
 
 # Every family names its backends from this list, in this order, so that one name means one kind
 # of implementation everywhere and a user can force each by name.
@@ -42,8 +43,10 @@ class Backend:
     run: Callable[..., Any]
     takes: tuple[str, ...] = ()
 
+    @outside_autocast
     def __call__(self, *, optional: Mapping[str, Any] = {}, **arguments: Any) -> Any:
-        """run(**arguments), with those of `optional` that it takes."""
+        """run(**arguments), with those of `optional` that it takes, autocast off (the kernel keeps
+        its own precision: autocast.py)."""
         return self.run(**arguments, **{name: optional[name] for name in self.takes if name in optional})
 
 

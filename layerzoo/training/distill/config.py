@@ -17,6 +17,7 @@ distill:
     lora: {rank: 8, alpha: 16}   # null: a full fine-tune
   window: {schedule: stochastic, short: 16, long: 64, p_short: 0.5, anneal_fraction: 0.1}   # stage 2's SWA windows
   eval: {samples: 16, batch_size: 8}
+  precision: auto         # bf16: both stages' forwards (the teacher's too) under bf16 autocast; auto: bf16 on a GPU
 ```
 """
 
@@ -37,6 +38,7 @@ from ...specs.spec import read_spec
 from ...specs.yaml_source import Locations, fail, read_yaml
 from ...tasks import Text
 from ..config import OptimizerConfig, WindowConfig, check_one_window
+from ..precision import Precision
 
 # Keys the text task has that distillation sets itself: the teacher's tokenizer, and which split a stage reads.
 OWN_DATA_KEYS = {"tokenizer": "the text is read with the teacher's own tokenizer (the conversion's source folder)",
@@ -109,6 +111,9 @@ class HeldOutConfig(Section):
 class DistillConfig(Section):
     data: dict[str, Any] = option(factory=dict, help="the text task's options (files, field, holdout, split_seed, pack)")
     seed: int = option(0, min=0, help="the seed of the sequences drawn, the window schedule and the LoRA init")
+    precision: Precision = option("auto", help="fp32, or bf16: every forward (student and teacher, training and "
+                                  "measures) under bf16 autocast, weights, states and losses fp32; auto: bf16 on a "
+                                  "GPU that supports it, else fp32")
     align: AlignConfig | None = option(factory=AlignConfig, help="stage 1 (null: skipped)")
     end_to_end: EndToEndConfig | None = option(factory=EndToEndConfig, help="stage 2 (null: skipped)")
     window: WindowConfig = option(factory=WindowConfig, help="stage 2's SWA window per step (SWAX's stochastic windows)")

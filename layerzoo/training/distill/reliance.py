@@ -45,14 +45,16 @@ def zeroed(model: nn.Module, layer: int) -> Iterator[None]:
 
 def reliance(model: nn.Module, task: Task, seq_len: int, *, teacher: nn.Module | None = None,
              layers: Sequence[int] | None = None, samples: int = 16, batch_size: int = 8, seed: int = 0,
-             device: torch.device | str = "cpu", progress: bool = False) -> dict[str, Any]:
+             device: torch.device | str = "cpu", autocast=contextlib.nullcontext(), progress: bool = False
+             ) -> dict[str, Any]:
     """The held-out loss (nats per token) and KL to `teacher` (None without one) of `model`
     (a CausalLM) intact, and with each of `layers` (default: every recurrent layer) zeroed in turn,
     on `samples` seeded sequences of seq_len tokens of `task`'s split.
 
     Returns {"seq_len", "samples", "intact": {"loss", "kl"}, "layers": [{"layer", "mixer", "loss",
     "kl", "loss_increase", "kl_increase"}, ...]}: each increase is the zeroed value minus the intact
-    one (None for the KL without a teacher). progress: a bar on stderr counting the forwards.
+    one (None for the KL without a teacher). autocast: the context every forward runs in (bf16
+    autocast, precision.py). progress: a bar on stderr counting the forwards.
     """
     layers = recurrent_layers(model) if layers is None else list(layers)
     for layer in layers:
@@ -61,7 +63,8 @@ def reliance(model: nn.Module, task: Task, seq_len: int, *, teacher: nn.Module |
     variants = {"intact": contextlib.nullcontext,
                 **{str(layer): (lambda layer=layer: zeroed(model, layer)) for layer in layers}}
     scores = heldout_divergence(model, teacher, task, seq_len, samples, seed, batch_size=batch_size,
-                                variants=variants, device=device, progress="reliance" if progress else None)
+                                variants=variants, device=device, autocast=autocast,
+                                progress="reliance" if progress else None)
     intact = scores["intact"]
     rows = []
     for layer in layers:
@@ -92,14 +95,14 @@ def format_reliance(result: dict[str, Any]) -> str:
 
 def reliance_report(model: nn.Module, task: Task, seq_len: int, out_dir: str | Path, *, teacher: nn.Module | None = None,
                     samples: int = 16, batch_size: int = 8, seed: int = 0, device: torch.device | str = "cpu",
-                    echo: Callable[[str], Any] | None = print) -> dict[str, Any]:
+                    autocast=contextlib.nullcontext(), echo: Callable[[str], Any] | None = print) -> dict[str, Any]:
     """Measure reliance (every recurrent layer zeroed in turn), write <out_dir>/reliance.json, and
     echo the table (None: silently, and no progress bar); returns the measure."""
     if echo is not None:  # before the measure, which runs a forward per recurrent layer and batch
         echo(f"reliance: held-out loss and KL to the teacher with each recurrent layer's mixer output zeroed "
              f"({samples} sequences of {seq_len} tokens):")
     result = reliance(model, task, seq_len, teacher=teacher, samples=samples, batch_size=batch_size, seed=seed,
-                      device=device, progress=echo is not None)
+                      device=device, autocast=autocast, progress=echo is not None)
     path = Path(out_dir) / "reliance.json"
     path.write_text(json.dumps(result, indent=1))
     if echo is not None:

@@ -36,6 +36,7 @@ from ..loop.loop import LoopSettings, run_loop
 from ..loop.schedules import WindowSchedule
 from ..objectives.alignment import exact_layers
 from ..objectives.distillation import Alignment, DistillationStage, EndToEnd
+from ..precision import autocast_for, resolved_precision
 from ..runs.checkpoint import load_weights
 from ..runs.folder import check_run_folder, run_bytes, start_run_folder
 from ..runs.lock import hold
@@ -94,6 +95,8 @@ def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = 
     task = text_task(config, conversion.tokenizer_folder, spec.model.vocab_size)
     run_dir = Path(run_dir)
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    precision = resolved_precision(config.precision, device)
+    autocast = autocast_for(precision, device)
     with contextlib.ExitStack() as held:
         (held if holding is None else holding).enter_context(hold(run_dir, "layerzoo distill"))
         check_run_folder(run_dir, resume, overwrite, DISTILL_FILES)
@@ -111,7 +114,7 @@ def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = 
         for name, settings in stages[:first]:  # finished: what each trained, over the conversion's student
             load_finished(run_dir / name, settings.steps, spec, student)
         for index, (name, settings) in enumerate(stages[first:], first):
-            stage = make_stage(name, settings, teacher, student, aligned, config, task, eval_task, device)
+            stage = make_stage(name, settings, teacher, student, aligned, config, task, eval_task, device, autocast)
             checkpoint = None
             if resume and index == first:
                 checkpoint = newest_usable(run_dir / name, lambda folder: read_for_resume(
@@ -126,8 +129,8 @@ def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = 
         measured = reliance_report(student, eval_task, stages[-1][1].seq_len, run_dir, teacher=teacher,
                                    samples=config.eval.reliance_samples or config.eval.samples,
                                    batch_size=config.eval.batch_size, seed=heldout_seed(config.seed),
-                                   device=device, echo=print if progress else None)
-        report = write_report(run_dir, conversion, stages, measured)
+                                   device=device, autocast=autocast, echo=print if progress else None)
+        report = write_report(run_dir, conversion, stages, measured, precision)
     if progress:
         tokens = report["tokens"]
         print(f"distilled on {tokens['total']:,} tokens ("
@@ -214,16 +217,16 @@ def load_finished(folder: Path, steps: int, spec: Spec, student: nn.Module) -> N
 
 def make_stage(name: str, settings: AlignConfig | EndToEndConfig, teacher: nn.Module, student: nn.Module,
                aligned: tuple[int, ...], config: DistillConfig, task: Task, eval_task: Task,
-               device: torch.device) -> DistillationStage:
+               device: torch.device, autocast=contextlib.nullcontext()) -> DistillationStage:
     """The objective of stage `name`: stage 1 trains the `aligned` layers' mixers only; stage 2 the
     whole student, or LoRA adapters (drawn from the run's seed, so a resumed run draws the same
     ones) on its projections. The stage's RNG starts from the run's seed and the stage's name (a
     resumed stage's from its checkpoint), as a training run's from its seed, so that what a run
-    draws (dropout) never depends on what the process did before it."""
+    draws (dropout) never depends on what the process did before it. Its forwards run in `autocast`."""
     torch.manual_seed(example_seed(config.seed, name))
     common = dict(task=task, eval_task=eval_task, seed=config.seed, batch_size=settings.batch_size,
                   heldout_seed=heldout_seed(config.seed), samples=config.eval.samples,
-                  eval_batch_size=config.eval.batch_size, device=device)
+                  eval_batch_size=config.eval.batch_size, device=device, autocast=autocast)
     if name == "align":
         return Alignment(student, teacher, aligned, settings.seq_len, **common)
     student.requires_grad_(True)
@@ -256,15 +259,18 @@ def stage_settings(name: str, settings: AlignConfig | EndToEndConfig, config: Di
                         lr_key=f"distill.{name}.optimizer.lr", name=name, checkpoint_trained_only=True)
 
 
-def write_report(run_dir: Path, conversion: Any, stages: list, measured: dict[str, Any]) -> dict[str, Any]:
-    """distill-report.json: tokens of distillation per stage (what its steps read), each stage's
-    last held-out measures (from its metrics.jsonl), and the reliance measure."""
+def write_report(run_dir: Path, conversion: Any, stages: list, measured: dict[str, Any], precision: str
+                 ) -> dict[str, Any]:
+    """distill-report.json: tokens of distillation per stage (what its steps read), the precision
+    the forwards ran at (fp32 or bf16), each stage's last held-out measures (from its
+    metrics.jsonl), and the reliance measure."""
     tokens = {name: settings.steps * settings.batch_size * settings.seq_len for name, settings in stages}
     finals = {}
     for name, _ in stages:
         records = read_records(run_dir / name / "metrics.jsonl")
         finals[name] = {key: value for record in records for key, value in record.items() if key.startswith("eval_")}
     report = {"teacher": str(conversion.source), "converted_layers": list(conversion.converted),
-              "tokens": {**tokens, "total": sum(tokens.values())}, "heldout": finals, "reliance": measured}
+              "tokens": {**tokens, "total": sum(tokens.values())}, "precision": precision, "heldout": finals,
+              "reliance": measured}
     (run_dir / "distill-report.json").write_text(json.dumps(report, indent=1))
     return report

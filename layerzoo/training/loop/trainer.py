@@ -23,6 +23,7 @@ from ..errors import TrainingError
 from ..objectives.language_model import LanguageModel, examples_per_rank
 from ..parallel import distributed
 from ..parallel.fsdp import build_sharded
+from ..precision import autocast_for
 from ..runs.checkpoint import load_weights
 from ..runs.folder import check_run_folder, default_run_dir, run_bytes, start_run_folder
 from ..runs.lock import hold
@@ -147,13 +148,9 @@ def make_curriculum(config: TrainingConfig, model: nn.Module) -> Curriculum | No
 
 
 def autocast_context(config: TrainingConfig, context: distributed.Context):
-    """bf16 autocast when asked for, or with precision auto on a GPU that supports bf16; else fp32.
-
-    Not under FSDP's bf16 mixed precision, whose bf16 weights already make the compute bf16 (in one
-    process nothing is sharded, and precision auto applies as usual).
-    """
-    mixed = context.distributed and config.parallel == "fsdp" and config.mixed_precision is not None
-    device = context.device
-    use_bf16 = config.precision == "bf16" or (
-        config.precision == "auto" and not mixed and device.type == "cuda" and torch.cuda.is_bf16_supported())
-    return torch.autocast(device.type, dtype=torch.bfloat16) if use_bf16 else contextlib.nullcontext()
+    """bf16 autocast at training.precision (precision.py), or none under FSDP's bf16 mixed
+    precision, whose bf16 weights already make the compute bf16 (in one process nothing is
+    sharded, and precision auto applies as usual)."""
+    if context.distributed and config.parallel == "fsdp" and config.mixed_precision is not None:
+        return contextlib.nullcontext()
+    return autocast_for(config.precision, context.device)

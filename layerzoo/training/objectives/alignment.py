@@ -86,28 +86,34 @@ def recorded_calls(model: nn.Module, layers: Sequence[int]) -> Iterator[dict[int
             handle.remove()
 
 
-def teacher_calls(teacher: nn.Module, layers: Sequence[int], batch: Batch) -> dict[int, MixerCall]:
-    """The teacher's mixer calls of `layers` on `batch`, without gradients."""
+def teacher_calls(teacher: nn.Module, layers: Sequence[int], batch: Batch,
+                  autocast=contextlib.nullcontext()) -> dict[int, MixerCall]:
+    """The teacher's mixer calls of `layers` on `batch`, without gradients, its forward in `autocast`."""
+    # its logits are not needed: on unpacked rows the head runs on the last position only
+    keep = 1 if batch.cu_seqlens is None else 0
     with torch.no_grad(), recorded_calls(teacher, layers) as calls:
-        forward_batch(teacher, batch)
+        forward_batch(teacher, batch, autocast, logits_to_keep=keep)
     return dict(calls)
 
 
-def alignment_errors(student: nn.Module, calls: dict[int, MixerCall]) -> dict[int, torch.Tensor]:
-    """{layer: mean squared error (0-d, differentiable in the student's mixer)} between the student's
-    mixer of that layer run on the teacher's recorded input and the teacher's recorded output."""
+def alignment_errors(student: nn.Module, calls: dict[int, MixerCall], autocast=contextlib.nullcontext()
+                     ) -> dict[int, torch.Tensor]:
+    """{layer: mean squared error (0-d, fp32, differentiable in the student's mixer)} between the
+    student's mixer of that layer run (in `autocast`) on the teacher's recorded input and the
+    teacher's recorded output."""
     errors = {}
     for layer, call in calls.items():
-        y = student.blocks[layer].mixer(call.x, cu_seqlens=call.cu_seqlens)
+        with autocast:
+            y = student.blocks[layer].mixer(call.x, cu_seqlens=call.cu_seqlens)
         errors[layer] = F.mse_loss(y.float(), call.y.float())
     return errors
 
 
-def alignment_loss(teacher: nn.Module, student: nn.Module, layers: Sequence[int], batch: Batch
-                   ) -> tuple[torch.Tensor, dict[str, float]]:
+def alignment_loss(teacher: nn.Module, student: nn.Module, layers: Sequence[int], batch: Batch,
+                   autocast=contextlib.nullcontext()) -> tuple[torch.Tensor, dict[str, float]]:
     """Stage 1's loss on a batch: the mean over layers of their alignment errors (0-d), and each
-    layer's error to log as mse_layer<i>."""
-    errors = alignment_errors(student, teacher_calls(teacher, layers, batch))
+    layer's error to log as mse_layer<i>; every forward in `autocast` (bf16 autocast, precision.py)."""
+    errors = alignment_errors(student, teacher_calls(teacher, layers, batch, autocast), autocast)
     loss = torch.stack(list(errors.values())).mean()
     return loss, {f"mse_layer{layer}": error.item() for layer, error in errors.items()}
 
@@ -115,15 +121,16 @@ def alignment_loss(teacher: nn.Module, student: nn.Module, layers: Sequence[int]
 @torch.no_grad()
 @uncompiled
 def heldout_alignment(teacher: nn.Module, student: nn.Module, layers: Sequence[int], task, seq_len: int, samples: int,
-                      seed: int, *, batch_size: int = 8, device: torch.device | str = "cpu") -> dict[str, float]:
+                      seed: int, *, batch_size: int = 8, device: torch.device | str = "cpu",
+                      autocast=contextlib.nullcontext()) -> dict[str, float]:
     """Each layer's alignment error on `samples` seeded held-out sequences (mse_layer<i>, weighted by
-    tokens) and their mean over layers ("loss")."""
+    tokens) and their mean over layers ("loss"), every forward in `autocast`."""
     sums = {layer: 0.0 for layer in layers}
     tokens = 0
     with evaluating(teacher, student):
         for batch, _ in heldout_batches(task, seq_len, samples, seed, batch_size=batch_size, context=local(device)):
             count = batch.input_ids.numel()
-            for layer, error in alignment_errors(student, teacher_calls(teacher, layers, batch)).items():
+            for layer, error in alignment_errors(student, teacher_calls(teacher, layers, batch, autocast), autocast).items():
                 sums[layer] += error.item() * count
             tokens += count
     result = {f"mse_layer{layer}": total / max(tokens, 1) for layer, total in sums.items()}

@@ -7,6 +7,7 @@ output on the teacher's own input (alignment.py); stage 2 (`EndToEnd`) trains th
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import torch
@@ -21,13 +22,16 @@ from .divergence import batch_divergence, heldout_divergence
 class DistillationStage:
     """What both stages share: one batch of `batch_size` sequences a step, drawn from (seed, the
     stage's name, step, index); held-out measures on `samples` sequences of the held-out split,
-    drawn from heldout_seed."""
+    drawn from heldout_seed. Every forward, the teacher's too, runs in `autocast` (bf16 autocast,
+    precision.py); the losses are computed in fp32."""
 
     def __init__(self, name: str, model: nn.Module, teacher: nn.Module, task: Task, eval_task: Task, *, seed: int,
-                 batch_size: int, heldout_seed: int, samples: int, eval_batch_size: int, device: torch.device):
+                 batch_size: int, heldout_seed: int, samples: int, eval_batch_size: int, device: torch.device,
+                 autocast: contextlib.AbstractContextManager = contextlib.nullcontext()):
         self.name, self.model, self.teacher, self.task, self.eval_task = name, model, teacher, task, eval_task
-        self.seed, self.batch_size, self.device = seed, batch_size, device
-        self.measure = dict(seed=heldout_seed, samples=samples, batch_size=eval_batch_size, device=device)
+        self.seed, self.batch_size, self.device, self.autocast = seed, batch_size, device, autocast
+        self.measure = dict(seed=heldout_seed, samples=samples, batch_size=eval_batch_size, device=device,
+                            autocast=autocast)
 
     def backward(self, step: int, seq_len: int) -> tuple[float, dict[str, float]]:
         batch = training_batch(self.task, seq_len, self.seed, self.name, step, range(self.batch_size), self.device)
@@ -51,7 +55,7 @@ class Alignment(DistillationStage):
             student.blocks[layer].mixer.requires_grad_(True)
 
     def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        return alignment_loss(self.teacher, self.model, self.layers, batch)
+        return alignment_loss(self.teacher, self.model, self.layers, batch, self.autocast)
 
     def heldout(self) -> dict[str, float]:
         return heldout_alignment(self.teacher, self.model, self.layers, self.eval_task, self.seq_len, **self.measure)
@@ -67,7 +71,7 @@ class EndToEnd(DistillationStage):
         self.seq_len, self.temperature, self.ce_weight = seq_len, temperature, ce_weight
 
     def loss(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        kl, ce, count = batch_divergence(self.model, self.teacher, batch, self.temperature)
+        kl, ce, count = batch_divergence(self.model, self.teacher, batch, self.temperature, self.autocast)
         scale = 1 / max(count, 1)
         return (kl + self.ce_weight * ce) * scale, {"kl": kl.item() * scale, "ce": ce.item() * scale}
 

@@ -24,13 +24,30 @@ def divergence_sums(logits: torch.Tensor, teacher_logits: torch.Tensor, targets:
 
     KL(p_teacher || p_model) with both distributions the softmax of logits / temperature, times
     temperature^2 (Hinton et al.), so that its gradients keep their scale as the temperature
-    changes; at temperature 1 it is the plain KL. The cross-entropy is at temperature 1.
+    changes; at temperature 1 it is the plain KL. The cross-entropy is at temperature 1. All in fp32.
+
+    Lean on memory, as each (B, T, vocab) tensor is large: rows are copied out only where some
+    position is not scored, the teacher's log-probabilities carry no autograd history, and at
+    temperature 1 the cross-entropy reuses the student's log-probabilities of the KL.
     """
     scored = targets != IGNORE
-    student, teacher = logits[scored].float(), teacher_logits[scored].float()
-    kl = F.kl_div(F.log_softmax(student / temperature, -1), F.log_softmax(teacher / temperature, -1),
-                  log_target=True, reduction="sum") * temperature**2
-    ce = F.cross_entropy(student, targets[scored], reduction="sum")
+    every = bool(scored.all())
+
+    def rows(t: torch.Tensor) -> torch.Tensor:  # (positions scored, vocab) in fp32
+        return (t if every else t[scored]).float().flatten(0, -2)
+
+    def log_probs(t: torch.Tensor) -> torch.Tensor:
+        return F.log_softmax(t if temperature == 1 else t / temperature, -1)
+
+    with torch.no_grad():
+        teacher = log_probs(rows(teacher_logits))
+    student = log_probs(rows(logits))
+    kl = F.kl_div(student, teacher, log_target=True, reduction="sum") * temperature**2
+    labels = (targets if every else targets[scored]).flatten()
+    if temperature == 1:
+        ce = F.nll_loss(student, labels, reduction="sum")
+    else:
+        ce = F.cross_entropy(rows(logits), labels, reduction="sum")
     return kl, ce, int(scored.sum())
 
 
@@ -38,12 +55,13 @@ def divergence_sums(logits: torch.Tensor, teacher_logits: torch.Tensor, targets:
 @uncompiled
 def heldout_divergence(model: nn.Module, teacher: nn.Module | None, task: Task, seq_len: int, samples: int, seed: int,
                        *, batch_size: int = 8, variants: dict[str, Callable[[], contextlib.AbstractContextManager]]
-                       | None = None, device: torch.device | str = "cpu", progress: str | None = None
-                       ) -> dict[str, dict[str, float | None]]:
+                       | None = None, device: torch.device | str = "cpu", autocast=contextlib.nullcontext(),
+                       progress: str | None = None) -> dict[str, dict[str, float | None]]:
     """For each variant {name: a context manager factory under which the model runs}: its mean
     held-out cross-entropy ("loss") and KL to the teacher ("kl", None without a teacher), over
     `samples` seeded sequences of `task`'s split. The teacher runs once per batch, whatever the
-    number of variants. Without variants: {"intact": ...}, the model as it is. Batches go to `device`.
+    number of variants. Without variants: {"intact": ...}, the model as it is. Batches go to `device`;
+    both models run in `autocast` (bf16 autocast, precision.py), the measures on fp32 logits.
     progress: the label of a bar (on stderr) counting the model's forwards, variants by batches; None: no bar."""
     variants = variants or {"intact": contextlib.nullcontext}
     sums = {name: [0.0, 0.0, 0] for name in variants}
@@ -51,10 +69,10 @@ def heldout_divergence(model: nn.Module, teacher: nn.Module | None, task: Task, 
     with evaluating(model, teacher), tqdm(total=forwards, desc=progress, unit="forward", disable=progress is None,
                                           dynamic_ncols=True, mininterval=0.5) as bar:
         for batch, _ in heldout_batches(task, seq_len, samples, seed, batch_size=batch_size, context=local(device)):
-            teacher_logits = None if teacher is None else forward_batch(teacher, batch)
+            teacher_logits = None if teacher is None else forward_batch(teacher, batch, autocast)
             for name, variant in variants.items():
                 with variant():
-                    logits = forward_batch(model, batch)
+                    logits = forward_batch(model, batch, autocast)
                 kl, ce, count = divergence_sums(logits, logits if teacher_logits is None else teacher_logits, batch.targets)
                 total = sums[name]
                 total[0], total[1], total[2] = total[0] + kl.item(), total[1] + ce.item(), total[2] + count
@@ -63,9 +81,10 @@ def heldout_divergence(model: nn.Module, teacher: nn.Module | None, task: Task, 
             for name, (kl, ce, count) in sums.items()}
 
 
-def batch_divergence(model: nn.Module, teacher: nn.Module, batch: Batch, temperature: float = 1.0
-                     ) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """divergence_sums of the model (differentiable) against the teacher (no gradients) on one batch."""
+def batch_divergence(model: nn.Module, teacher: nn.Module, batch: Batch, temperature: float = 1.0,
+                     autocast=contextlib.nullcontext()) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """divergence_sums of the model (differentiable) against the teacher (no gradients) on one
+    batch, both forwards in `autocast`."""
     with torch.no_grad():
-        teacher_logits = forward_batch(teacher, batch)
-    return divergence_sums(forward_batch(model, batch), teacher_logits, batch.targets, temperature)
+        teacher_logits = forward_batch(teacher, batch, autocast)
+    return divergence_sums(forward_batch(model, batch, autocast), teacher_logits, batch.targets, temperature)
