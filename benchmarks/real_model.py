@@ -63,7 +63,7 @@ TARGETS = {  # name: the conversion's pattern (a mapping: mixers' options beside
     "mamba2-3:1": {"pattern": "mamba2*3,attention"},
 }
 PARTS = ("load", "forward", "train", "train_long", "decode", "padded", "distill", "kernels", "armt")
-PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
+PRECISIONS = ("fp32", "bf16")
 FIRST = 2  # tokens both timed decoding calls generate; the difference is --tokens more
 
 
@@ -76,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="context lengths of decode")
     parser.add_argument("--tokens", type=positive_int, default=16, help="decoded tokens timed per call")
     parser.add_argument("--new", type=positive_int, default=10, help="tokens padded generates")
-    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=list(PRECISIONS),
+    parser.add_argument("--precisions", nargs="+", default=["fp32", "bf16"], choices=PRECISIONS,
                         help="forward, train and distill under each: fp32, or bf16 autocast")
     parser.add_argument("--model", choices=("smollm2", "tiny"), default="smollm2",
                         help="tiny: a random two-layer Llama instead (--smoke)")
@@ -241,11 +241,11 @@ def distill_steps(folder: Path, ids: torch.Tensor):
 
 
 def under(precision: str, fn):
-    """fn run in fp32, or under CPU bf16 autocast."""
+    """fn run at `precision` (fp32, or bf16 autocast) as training and distillation run it."""
+    from layerzoo.training.precision import autocast_for
+
     def run():
-        if PRECISIONS[precision] is None:
-            return fn()
-        with torch.autocast("cpu", dtype=PRECISIONS[precision]):
+        with autocast_for(precision, "cpu"):
             return fn()
     return run
 
