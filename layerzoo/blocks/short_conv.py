@@ -33,7 +33,6 @@ from ..kernels.common.sequences import without_empty_sequences
 
 CONV_BACKENDS = ("torch", "fla", "causal_conv1d")
 ACTIVATIONS = ("silu", None)
-FEW_TOKENS = 16  # up to this many, "torch" multiplies the windows out (B, T, channels, width) instead
 
 
 @functools.cache
@@ -57,12 +56,7 @@ def _torch_conv(x, state, weight, bias, activation, bounds=None):
 
 def _convolve(padded, weight, bias, activation):
     """(B, width - 1 + T, channels) -> (B, T, channels): the depthwise convolution without padding."""
-    if padded.shape[1] - weight.shape[1] < FEW_TOKENS:
-        # a decoding step: a grouped conv1d's set-up costs several times the few products it makes
-        y = (padded.unfold(1, weight.shape[1], 1) * weight).sum(-1)
-        y = y if bias is None else y + bias
-    else:
-        y = F.conv1d(padded.transpose(1, 2), weight[:, None, :], bias, groups=weight.shape[0]).transpose(1, 2)
+    y = F.conv1d(padded.transpose(1, 2), weight[:, None, :], bias, groups=weight.shape[0]).transpose(1, 2)
     return F.silu(y) if activation == "silu" else y
 
 

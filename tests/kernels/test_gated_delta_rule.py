@@ -211,6 +211,8 @@ def test_compiled_kernels_off_or_unbuildable_fall_back_to_pytorch(monkeypatch, c
         raise RuntimeError(message)
 
     monkeypatch.setattr(cpp_extension, "load", failed_build)
+
+    monkeypatch.setattr(native_build, "load_built", lambda name: False)  # no finished build to load
     native.load_native_ops.cache_clear()
     try:
         with caplog.at_level(logging.WARNING, logger=native_build.__name__):
@@ -236,7 +238,9 @@ def test_a_build_lock_left_by_a_killed_build_is_cleared():
     compiled_gated_delta_rule()
     stale = native.build_directory() / "lock"
     stale.write_text("")
-    load = "from layerzoo.kernels.gated_delta_rule.native import load_native_ops; assert load_native_ops() is not None"
+    # through torch's builder, as a changed build would go (a finished one loads from its file, lock unread)
+    load = ("from layerzoo.kernels.common import native_build; native_build.load_built = lambda name: False\n"
+            "from layerzoo.kernels.gated_delta_rule.native import load_native_ops; assert load_native_ops() is not None")
     result = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     assert not stale.exists() and "left by a build that did not finish" in result.stderr

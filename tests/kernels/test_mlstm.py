@@ -225,6 +225,8 @@ def test_without_the_compiled_forward_pytorch_runs(monkeypatch, caplog):
         raise RuntimeError("Ninja is required to load C++ extensions")
 
     monkeypatch.setattr(cpp_extension, "load", failed_build)
+
+    monkeypatch.setattr(native_build, "load_built", lambda name: False)  # no finished build to load
     mlstm_native.COMPILED.load.cache_clear()
     try:
         with caplog.at_level(logging.WARNING, logger=native_build.__name__):

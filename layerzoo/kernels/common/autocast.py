@@ -21,6 +21,8 @@ def outside_autocast(fn: Function) -> Function:
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
+        if not (torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda")):
+            return fn(*args, **kwargs)  # nothing to turn off: no autocast region in a traced or exported graph
         with torch.autocast("cpu", enabled=False), torch.autocast("cuda", enabled=False):
             return fn(*args, **kwargs)
 
