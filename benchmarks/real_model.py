@@ -45,6 +45,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from .hf_decode import state_bytes
 from .runner.arguments import positive_int
 from .runner.memory import rss_rise_bytes
 from .runner.registry import Benchmark
@@ -179,13 +180,9 @@ def prefill(model, prompt: torch.Tensor):
 
 
 def cache_bytes(cache) -> int:
-    """Bytes of the tensors a cache holds: transformers' key/value layers, or layerzoo's states."""
-    from layerzoo.mixers.states import zip_states
-
+    """Bytes of the tensors a cache holds: layerzoo's states (hf_decode's count), or transformers' key/value layers."""
     if hasattr(cache, "states"):
-        sizes: list[int] = []
-        zip_states(lambda parts: sizes.append(parts[0].numel() * parts[0].element_size()), [cache.states])
-        return sum(sizes)
+        return state_bytes(cache.states)
     return sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values))
 
 

@@ -139,8 +139,8 @@ def build_extension(name: str, sources: list[Path], what: str, flags: tuple[str,
 
 def load_built(name: str) -> bool:
     """Load the finished library of `name` as it is, if there is one that loads: its name holds
-    everything it was built from, so torch's builder (a ninja run and a file lock, a noticeable
-    part of a second on every start) would only find it up to date."""
+    everything it was built from, so torch's builder (a ninja run under a file lock) would only
+    find it up to date."""
     path = library(name)
     if not path.is_file():
         return False
