@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,9 @@ IGNORE_INDEX = -100  # labels not scored: transformers' and torch's convention
 # The cache's name in the outputs and in generate's keywords: `cache` where this transformers has
 # it, else `past_key_values`.
 CACHE_FIELD = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+# The folder from_pretrained is loading, whose weights' shapes the model transformers builds for it
+# checks in __init__, on the meta device (a second build only for the check would cost as much again).
+FOLDER_TO_CHECK: ContextVar[Path | None] = ContextVar("FOLDER_TO_CHECK", default=None)
 
 
 class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
@@ -77,6 +81,9 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
             # transformers ties the head to the embedding itself (tie_weights, after loading a folder):
             # tied during loading, a missing embedding would be neither loaded nor initialised
             self.model.head.weight = nn.Parameter(torch.empty_like(self.model.head.weight))
+        if (folder := FOLDER_TO_CHECK.get()) is not None:
+            FOLDER_TO_CHECK.set(None)  # the folder's model only: not one built while loading it
+            check_weight_shapes(folder, self)
         self.post_init()
 
     @classmethod
@@ -131,13 +138,13 @@ class LayerzooForCausalLM(PreTrainedModel, GenerationMixin):
                 raise HFError("from_pretrained(None, ...) needs config= (a LayerzooConfig) and state_dict=")
         else:
             check_layerzoo_folder(pretrained_model_name_or_path)
-            if not kwargs.get("ignore_mismatched_sizes"):
-                config = kwargs.get("config")
-                if not isinstance(config, LayerzooConfig):
-                    config = LayerzooConfig.from_pretrained(pretrained_model_name_or_path)
-                check_weight_shapes(Path(pretrained_model_name_or_path), config, cls.base_model_prefix)
+        check = pretrained_model_name_or_path is not None and not kwargs.get("ignore_mismatched_sizes")
         kwargs.setdefault("local_files_only", True)
-        loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        token = FOLDER_TO_CHECK.set(Path(pretrained_model_name_or_path) if check else None)
+        try:
+            loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        finally:
+            FOLDER_TO_CHECK.reset(token)
         if not allow_non_finite:
             check_finite(loaded[0] if isinstance(loaded, tuple) else loaded, pretrained_model_name_or_path)
         return loaded

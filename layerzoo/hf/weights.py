@@ -1,8 +1,8 @@
 """A saved folder's weights against its config, before transformers loads them.
 
 The shapes come from the safetensors headers (nothing is allocated) and the model config.json
-describes (built on the meta device), so weights of another model are one line naming the first
-tensor that does not fit and both shapes, not transformers' report and RuntimeError.
+describes (as transformers builds it, on the meta device), so weights of another model are one line
+naming the first tensor that does not fit and both shapes, not transformers' report and RuntimeError.
 """
 
 from __future__ import annotations
@@ -10,24 +10,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import torch
 from safetensors import SafetensorError, safe_open
+from torch import nn
 
-from ..assemblies.causal_lm import CausalLM
-from .config import LayerzooConfig
 from .errors import HFError
 
 WEIGHTS = "model.safetensors"
 INDEX = "model.safetensors.index.json"  # the shard map of a folder saved in several files
 
 
-def check_weight_shapes(folder: Path, config: LayerzooConfig, prefix: str) -> None:
+def check_weight_shapes(folder: Path, model: nn.Module) -> None:
     """HFError naming the first tensor of the folder's safetensors files whose shape is not the
-    one the model of `config` has for it (its state_dict names under `prefix`). Tensors the model
-    does not have, and those the folder lacks, are left to transformers' loading report."""
-    with torch.device("meta"):
-        model = CausalLM(config.model_config())
-    expected = {f"{prefix}.{name}": tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    one `model` (on any device, meta too) has under its state_dict name. Tensors the model does
+    not have, and those the folder lacks, are left to transformers' loading report."""
+    expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
     for file in weight_files(folder):
         try:
             with safe_open(file, framework="pt") as weights:
