@@ -210,6 +210,28 @@ def test_choose_backend_for_packed_sequences_on_cpu():
     assert choose_sliding_window_backend(q, k, 8, backend="sdpa", packed=True) == "sdpa"
 
 
+@pytest.mark.parametrize("window", [None, 17])
+def test_auto_runs_long_packed_sequences_one_by_one_off_cuda(monkeypatch, window):
+    """Few long sequences (a padded batch's prefill) skip the chunkwise grid, whose per-chunk key
+    gathers cost more there than one fused call per sequence; decode-like ones stay on it."""
+    import layerzoo.kernels.sliding_window.chunkwise as chunkwise
+
+    def no_grid(*args, **kwargs):
+        raise AssertionError("the packed grid ran")
+
+    monkeypatch.setattr(chunkwise, "sliding_window_attention_packed", no_grid)
+    gen = torch.Generator().manual_seed(0)
+    q_lengths, k_lengths = [110, 0, 90], [130, 5, 90]
+    q = torch.randn(1, sum(q_lengths), 4, 8, generator=gen)
+    k, v = (torch.randn(1, sum(k_lengths), 2, 8, generator=gen) for _ in range(2))
+    cu_q, cu_k = (torch.tensor([0, *itertools.accumulate(lengths)]) for lengths in (q_lengths, k_lengths))
+    out = sliding_window_attention(q, k, v, window, cu_seqlens=cu_q, cu_seqlens_k=cu_k)
+    expected = sliding_window_attention(q, k, v, window, backend="reference", cu_seqlens=cu_q, cu_seqlens_k=cu_k)
+    assert_close(out, expected, what=f"long packed sequences one by one, window {window}")
+    with pytest.raises(AssertionError, match="the packed grid ran"):  # one query per sequence: the grid
+        sliding_window_attention(q[:, :3], k, v, window, cu_seqlens=torch.arange(4), cu_seqlens_k=cu_k)
+
+
 def _packed(q_lengths, k_lengths=None, batch=1):
     k_lengths = q_lengths if k_lengths is None else k_lengths
     offsets = [torch.tensor([0, *itertools.accumulate(lengths)]) for lengths in (q_lengths, k_lengths)]

@@ -41,6 +41,10 @@ SINKS = taking(BACKENDS, "sinks")
 # The Triton kernel takes flex's place above the same threshold: below it a query block is mostly
 # padding and the autotuner would key a new config per decode shape for little gain.
 FLEX_MIN_QUERIES = 128
+# Off CUDA, packed sequences this long on average run one by one through the backend "auto" picks
+# for each (SDPA's fused causal kernel, or the compiled one): the chunkwise grid gathers keys per
+# chunk, which costs more than a loop over few long sequences; many short ones stay packed.
+PER_SEQUENCE_MIN_QUERIES = 64
 
 
 def choose_sliding_window_backend(
@@ -57,7 +61,9 @@ def choose_sliding_window_backend(
     interpreted kernels are far slower than torch's CPU SDPA). Packed sequences never get "sdpa"
     (its dense mask over all of them is O(Tq * Tk) where each query needs at most its own
     sequence's keys): "triton" or "flex" as above on CUDA, whatever the window, and "chunkwise"
-    for fewer queries (a decode step of many streams) and off CUDA. Sinks are in the backends of
+    for fewer queries (a decode step of many streams) and off CUDA; there "auto" runs packed
+    sequences averaging PER_SEQUENCE_MIN_QUERIES queries or more one at a time instead, each
+    through what it picks for that sequence alone. Sinks are in the backends of
     SINKS: "chunkwise" takes the place of "triton", "flex" and "native".
     Raises ValueError for an unknown name or a backend the device or dtype cannot run.
 
@@ -169,13 +175,21 @@ def sliding_window_attention(
     check_window(window)
     name = _choose(q, k, window, backend, packed=bounds is not None, sinks=sinks is not None)
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
-    if bounds is None or name in PACKED:
+    one_by_one = bounds is not None and backend == "auto" and long_sequences_off_cuda(q, bounds[0])
+    if bounds is None or (name in PACKED and not one_by_one):
         return _attend(name, q, k, v, window, scale, bounds, sinks)
 
     def one_sequence(inputs, _):
-        return _attend(name, *inputs, window, scale), []
+        sequence_sinks = {"sinks": sinks} if sinks is not None else {}
+        chosen = _choose(inputs[0], inputs[1], window, "auto", False, sinks is not None) if one_by_one else name
+        return _attend(chosen, *inputs, window, scale, **sequence_sinks), []
 
     return per_sequence(one_sequence, [(q, bounds[0]), (k, bounds[1]), (v, bounds[1])])[0]
+
+
+def long_sequences_off_cuda(q: torch.Tensor, bounds_q: list[int]) -> bool:
+    """Whether "auto" runs packed queries q (1, Tq, ...) at offsets bounds_q one sequence at a time."""
+    return not q.is_cuda and q.shape[1] >= PER_SEQUENCE_MIN_QUERIES * (len(bounds_q) - 1)
 
 
 def _attend(name, q, k, v, window, scale, bounds=None, sinks=None) -> torch.Tensor:
