@@ -166,11 +166,8 @@ class CausalAttention(Mixer):
     def mix(self, x: torch.Tensor, state: KVCache | None, cu_seqlens: torch.Tensor | None):
         if cu_seqlens is None and (state is None or state.lengths is None):
             return self._mix_rows(x, state)
-        if cu_seqlens is None:  # rows of one length each, over ragged histories: one packed row
-            batch, length = x.shape[:2]
-            y, state = self._mix_packed(x.reshape(1, batch * length, -1), state,
-                                        torch.arange(0, batch * length + 1, length, device=x.device))
-            return y.reshape(x.shape), state
+        if cu_seqlens is None:
+            return self._mix_ragged_rows(x, state)
         return self._mix_packed(x, state, cu_seqlens)
 
     def _project(self, x: torch.Tensor, positions: torch.Tensor):
@@ -197,6 +194,28 @@ class CausalAttention(Mixer):
         if recording():
             record(lambda: sliding_window_attention_weights(q, k, self.window, self.score_scale, sinks=self.sink_logits))
         return self._output(x, y), KVCache(*self._kept(k, v), None, start + length)
+
+    def _mix_ragged_rows(self, x: torch.Tensor, state: KVCache):
+        """Rows of equal length T over histories of state.lengths keys each (right-aligned in the
+        cache's rows): the new keys are appended to the rows, and the rows attend as packed
+        sequences in which each row's unused columns in front are a sequence of their own without
+        queries, so no key is gathered or moved (a padded batch's decoding step)."""
+        batch, length, _ = x.shape
+        q, k, v = self._project(x, state.position[:, None] + torch.arange(length, device=x.device))
+        k = torch.cat((state.k.to(k.dtype), k), dim=1)
+        v = torch.cat((state.v.to(v.dtype), v), dim=1)
+        width, seen = k.shape[1], state.lengths + length
+        queries = torch.stack((torch.zeros_like(seen), torch.full_like(seen, length)), dim=1).flatten()
+        cu_seqlens, cu_seqlens_k = offsets_of(queries), offsets_of(torch.stack((width - seen, seen), dim=1).flatten())
+        q, k_packed, v_packed = (t.reshape(1, -1, *t.shape[2:]) for t in (q, k, v))
+        if recording():
+            record(lambda: self._sequence_weights(q[0], k_packed[0], cu_seqlens, cu_seqlens_k)[1::2])
+        y = sliding_window_attention(q, k_packed, v_packed, self.window, scale=self.score_scale, backend=self.backend,
+                                     cu_seqlens=cu_seqlens, cu_seqlens_k=cu_seqlens_k, sinks=self.sink_logits)
+        k, v = self._kept(k, v)
+        keep = seen.clamp(max=k.shape[1])
+        lengths = keep if bool((keep != k.shape[1]).any()) else None
+        return self._output(x, y.view(batch, length, *y.shape[2:])), KVCache(k, v, lengths, state.position + length)
 
     def _mix_packed(self, x: torch.Tensor, state: KVCache | None, cu_seqlens: torch.Tensor):
         """x (1, total, d_model) packing N sequences, each continuing its stream of the state."""
