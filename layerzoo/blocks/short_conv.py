@@ -27,12 +27,14 @@ from torch import nn
 from ..errors import unknown_name_message
 from ..kernels.common.backends import installed
 from ..kernels.common.checks import check_cu_seqlens
+from ..kernels.common.dtypes import compute_dtype
 from .meta import reset_unless_meta
 from .projections import current_projection_init
 from ..kernels.common.sequences import without_empty_sequences
 
 CONV_BACKENDS = ("torch", "fla", "causal_conv1d")
 ACTIVATIONS = ("silu", None)
+FEW_TOKENS = 16  # up to this many, "torch" multiplies the windows out (B, T, channels, width) instead
 
 
 @functools.cache
@@ -56,7 +58,19 @@ def _torch_conv(x, state, weight, bias, activation, bounds=None):
 
 def _convolve(padded, weight, bias, activation):
     """(B, width - 1 + T, channels) -> (B, T, channels): the depthwise convolution without padding."""
+    width = weight.shape[1]
+    if padded.shape[1] - width < FEW_TOKENS and not torch.is_autocast_enabled(padded.device.type):
+        # A decoding step: a grouped conv1d's set-up costs several times the few products it makes.
+        # Products and sums in fp32 (fp64 for fp64), rounded once, as conv1d rounds; under autocast
+        # conv1d runs, so that autocast decides the precision of every call alike.
+        dtype = compute_dtype(padded.dtype)
+        y = (padded.unfold(1, width, 1).to(dtype) * weight.to(dtype)).sum(-1)
+        return _activated((y if bias is None else y + bias.to(dtype)).to(padded.dtype), activation)
     y = F.conv1d(padded.transpose(1, 2), weight[:, None, :], bias, groups=weight.shape[0]).transpose(1, 2)
+    return _activated(y, activation)
+
+
+def _activated(y, activation):
     return F.silu(y) if activation == "silu" else y
 
 
