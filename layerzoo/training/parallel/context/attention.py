@@ -11,43 +11,24 @@ from ....blocks.packing import positions_in_sequences
 from ....mixers.attention import CausalAttention, KVCache
 from .collectives import all_gather
 from .exchanges import register_exchange
+from .halo import before_piece, last_tokens
 from .pieces import Pieces
 
 
 def _local_keys(mixer: CausalAttention, x: torch.Tensor, pieces: Pieces, keep: int):
     """(k, v) (B, keep, n_kv_heads, head_dim) of this rank's last sequence's last `keep` tokens
     after RoPE at their positions in their sequence, right-aligned, zeros in front."""
-    rank = pieces.group.rank
     start, stop = pieces.mine
     first = start - pieces.sequence_start(start)
     if pieces.packed:
-        offsets = torch.tensor(pieces.local_offsets(rank), device=x.device)
+        offsets = pieces.local_cu_seqlens(x.device)
         first_positions = torch.zeros(len(offsets) - 1, dtype=torch.long, device=x.device)
         first_positions[0] = first
         positions = positions_in_sequences(offsets, first_positions)[None]
     else:
         positions = first + torch.arange(stop - start, device=x.device)
     _, k, v = mixer._project(x, positions)  # the layer's own projection, norms and RoPE
-    kept = min(keep, stop - pieces.last_stream_start(rank))
-    pad = keep - kept
-    k, v = (torch.nn.functional.pad(t[:, t.shape[1] - kept:], (0, 0, 0, 0, pad, 0)) for t in (k, v))
-    return k, v
-
-
-def _earlier_keys(keys: torch.Tensor, pieces: Pieces, keep: int, window: int | None) -> torch.Tensor:
-    """From every rank's right-aligned keys (K, B, keep, ...): those this rank's first sequence
-    attends to before its piece, (B, n, ...), oldest first."""
-    rank = pieces.group.rank
-    start = pieces.start(rank)
-    first = pieces.sequence_start(start)
-    if window is not None:
-        first = max(first, start - (window - 1))
-    parts = []
-    for source in range(rank):
-        lo, hi = max(first, pieces.start(source)), pieces.stop(source)
-        if lo < hi:
-            parts.append(keys[source][:, keep - (hi - lo):])
-    return torch.cat(parts, dim=1) if parts else keys[0][:, :0]
+    return last_tokens(k, pieces, keep), last_tokens(v, pieces, keep)
 
 
 @register_exchange(CausalAttention)
@@ -60,7 +41,8 @@ def gather_keys(mixer: CausalAttention, forward, x: torch.Tensor, pieces: Pieces
     if not pieces.continues(rank):
         y, state = forward(x, None, True, cu_seqlens=cu_seqlens)
         return y, state, link
-    k, v = _earlier_keys(keys, pieces, keep, mixer.window), _earlier_keys(values, pieces, keep, mixer.window)
+    reach = None if mixer.window is None else mixer.window - 1
+    k, v = before_piece(keys, pieces, keep, reach), before_piece(values, pieces, keep, reach)
     start = pieces.start(rank)
     rows = x.shape[0] if cu_seqlens is None else len(cu_seqlens) - 1
     position = torch.zeros(rows, dtype=torch.long, device=x.device)

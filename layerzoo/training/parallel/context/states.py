@@ -13,9 +13,6 @@ from typing import Any
 import torch
 
 from ....mixers.assoc_memory import AssociativeMemory
-from ....mixers.gated_deltanet import GatedDeltaNet
-from ....mixers.kda import KimiDeltaAttention
-from ....mixers.mamba2 import Mamba2
 from ....mixers.mlstm import MLSTM
 from ....mixers.states import concat_streams, select_streams
 from .collectives import broadcast_tree
@@ -33,7 +30,7 @@ def start_state(mixer, carried: Any, rows: int, pieces: Pieces) -> Any:
     return concat_streams([carried, mixer.init_state(rows - 1)])
 
 
-@register_exchange(Mamba2, MLSTM, GatedDeltaNet, KimiDeltaAttention, AssociativeMemory)
+@register_exchange(MLSTM, AssociativeMemory)
 def pass_states(mixer, forward, x: torch.Tensor, pieces: Pieces, link: torch.Tensor):
     group = pieces.group
     cu_seqlens = pieces.local_cu_seqlens(x.device)
