@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ....mixers.base import Mixer
-from . import attention, linear, states  # noqa: F401  (they register the shipped mixers' exchanges)
+from . import attention, linear, mlstm, states  # noqa: F401  (they register the shipped mixers' exchanges)
 from .collectives import first_link
 from .exchanges import Exchange, declared_exchange
 from .pieces import Pieces

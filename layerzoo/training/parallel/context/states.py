@@ -13,7 +13,6 @@ from typing import Any
 import torch
 
 from ....mixers.assoc_memory import AssociativeMemory
-from ....mixers.mlstm import MLSTM
 from ....mixers.states import concat_streams, select_streams
 from .collectives import broadcast_tree
 from .exchanges import register_exchange
@@ -30,7 +29,7 @@ def start_state(mixer, carried: Any, rows: int, pieces: Pieces) -> Any:
     return concat_streams([carried, mixer.init_state(rows - 1)])
 
 
-@register_exchange(MLSTM, AssociativeMemory)
+@register_exchange(AssociativeMemory)
 def pass_states(mixer, forward, x: torch.Tensor, pieces: Pieces, link: torch.Tensor):
     group = pieces.group
     cu_seqlens = pieces.local_cu_seqlens(x.device)

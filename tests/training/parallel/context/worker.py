@@ -77,6 +77,10 @@ def difference(spec, dtype, packed: bool, group: ContextGroup) -> float:
     """Largest difference of logits, loss or any gradient between the split run and one process."""
     torch.manual_seed(0)
     model = layerzoo.build(spec).to(dtype)
+    with torch.no_grad():  # mLSTM's gates spread out, so its stabiliser takes both sides of its max
+        for name, parameter in model.named_parameters():
+            if name.endswith("gate_proj.bias"):
+                parameter.normal_(0.0, 4.0)
     rows = 1 if packed else ROWS
     ids = torch.randint(0, VOCAB, (rows, LENGTH))
     targets = torch.randint(0, VOCAB, (rows, LENGTH))
