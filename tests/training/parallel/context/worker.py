@@ -4,6 +4,7 @@ and once split over the context group; rank 0 writes the largest differences to 
 Usage: worker.py OUT (under torchrun --nproc_per_node K).
 """
 
+import copy
 import faulthandler
 import json
 import os
@@ -17,6 +18,7 @@ import torch.nn.functional as F
 
 import layerzoo
 from layerzoo.registry import get_mixer, list_mixers
+from layerzoo.training.parallel.fsdp import mixed_precision_policy, shard
 from layerzoo.training.parallel.context import ContextError, ContextGroup, Pieces, context_parallel
 from tests.helpers.toy_mixer import ToyMixer
 
@@ -73,8 +75,20 @@ def run_split(model, ids, targets, pieces):
     return logits.detach(), loss.detach(), grads
 
 
-def difference(spec, dtype, packed: bool, group: ContextGroup) -> float:
-    """Largest difference of logits, loss or any gradient between the split run and one process."""
+def run_sharded(model, ids, targets, pieces):
+    """run_split's under FSDP2, whose reduce-scatter averages the ranks' gradients (times K: their sum)."""
+    with context_parallel(model, pieces):
+        logits = model(pieces.slice(ids), cu_seqlens=pieces.local_cu_seqlens())
+    loss = F.cross_entropy(logits.flatten(0, 1), pieces.slice(targets).flatten(), reduction="sum") / targets.numel()
+    loss.backward()
+    grads = [p.grad.full_tensor() * pieces.group.size for p in model.parameters()]
+    dist.all_reduce(loss := loss.detach(), group=pieces.group.process_group)
+    return logits.detach(), loss, grads
+
+
+def difference(spec, dtype, packed: bool, group: ContextGroup, fsdp: bool = False) -> float:
+    """Largest difference of logits, loss or any gradient between the split run and one process;
+    with fsdp, the split run's model sharded with FSDP2 over the same processes."""
     torch.manual_seed(0)
     model = layerzoo.build(spec).to(dtype)
     with torch.no_grad():  # mLSTM's gates spread out, so its stabiliser takes both sides of its max
@@ -87,7 +101,11 @@ def difference(spec, dtype, packed: bool, group: ContextGroup) -> float:
     cu_seqlens = PACKED if packed else None
     pieces = Pieces.split(group, LENGTH, cu_seqlens)
     logits, loss, grads = run(model, ids, targets, cu_seqlens)
-    split_logits, split_loss, split_grads = run_split(model, ids, targets, pieces)
+    if fsdp:
+        split_logits, split_loss, split_grads = run_sharded(shard(copy.deepcopy(model), mixed_precision_policy(None)),
+                                                            ids, targets, pieces)
+    else:
+        split_logits, split_loss, split_grads = run_split(model, ids, targets, pieces)
     worst = max([(loss - split_loss).abs().item(), (pieces.slice(logits) - split_logits).abs().max().item()]
                 + [(a - b).abs().max().item() / max(1.0, a.abs().max().item()) for a, b in zip(grads, split_grads)])
     worst = torch.tensor(worst, dtype=torch.float64)
@@ -121,6 +139,8 @@ def main(out: Path) -> None:
             cases[f"{name}/rows/fp32"] = difference(one_mixer(name), torch.float32, False, group)
         for name in TINY_SPECS:
             cases[f"{name}/packed/fp64"] = difference(shipped(name), torch.float64, True, group)
+        for name in ("swax-tiny", "swax-gdn-tiny", "mamba2-hybrid-tiny"):
+            cases[f"{name}/packed/fsdp/fp64"] = difference(shipped(name), torch.float64, True, group, fsdp=True)
     report = {"cases": cases, "bad_inputs": bad_inputs(group), "warnings": [str(w.message) for w in caught]}
     if dist.get_rank() == 0:
         (out / "report.json").write_text(json.dumps(report, indent=1))
