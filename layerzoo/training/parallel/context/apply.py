@@ -10,9 +10,11 @@ from typing import Iterator
 import torch
 from torch import nn
 
+from ....assemblies.armt.model import ARMT
 from ....mixers.base import Mixer
 from . import attention, linear, mlstm, states  # noqa: F401  (they register the shipped mixers' exchanges)
 from .collectives import first_link
+from .errors import ContextError
 from .exchanges import Exchange, declared_exchange
 from .pieces import Pieces
 
@@ -50,7 +52,13 @@ def context_parallel(model: nn.Module, pieces: Pieces) -> Iterator[None]:
     Args:
         model: any module whose mixers are layerzoo Mixers.
         pieces: the split of this batch's rows over the group (Pieces.split).
+
+    Raises:
+        ContextError: the model is an ARMT, whose segments would have to align with the pieces.
     """
+    if isinstance(model, ARMT):
+        raise ContextError("ARMT does not run context-parallel yet: its memory segments would have to align with "
+                           "the pieces; its assoc_memory mixer alone does (states passed rank to rank)")
     mixers = [module for module in model.modules() if isinstance(module, Mixer)]
     for mixer in mixers:
         mixer.forward = functools.partial(_piece_forward, mixer, type(mixer).forward.__get__(mixer), pieces)
