@@ -46,7 +46,7 @@ def test_fp32_is_within_its_tolerance(report):
 
 
 def test_a_mixer_without_an_exchange_passes_states_and_warns_once_in_one_line(report):
-    assert report["warnings"] == ["ToyMixer declares no context exchange (register_exchange); passing states rank to "
+    assert [w for w in report["warnings"] if "exchange" in w] == ["ToyMixer declares no context exchange (register_exchange); passing states rank to "
                                   "rank: exact, but sequential"]
 
 
