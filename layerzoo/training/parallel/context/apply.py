@@ -36,7 +36,7 @@ def exchange_of(mixer: Mixer) -> Exchange:
 def _piece_forward(mixer: Mixer, forward, pieces: Pieces, x: torch.Tensor, state=None, return_state: bool = False, *,
                    cu_seqlens=None, attention_mask=None):
     if state is not None or attention_mask is not None:
-        raise ValueError(f"{type(mixer).__name__}: under context parallelism a mixer takes neither a state nor an "
+        raise ContextError(f"{type(mixer).__name__}: under context parallelism a mixer takes neither a state nor an "
                          "attention_mask (pack the sequences with cu_seqlens)")
     y, new_state, link = exchange_of(mixer)(mixer, forward, x, pieces, first_link(x, mixer))
     y = y + link  # zero: it ties every collective of the layer into the graph (collectives.py)

@@ -10,7 +10,6 @@ point-to-point receive.
 
 from __future__ import annotations
 
-import pickle
 from typing import Any
 
 import torch
@@ -88,10 +87,9 @@ class _Shared(torch.autograd.Function):
 def broadcast_tree(group: ContextGroup, source: int, link: torch.Tensor, tree: Any) -> tuple[torch.Tensor, Any]:
     """(new link, the source rank's `tree` on every rank): any state of tensors, its shapes known
     only to the source; gradients flow back to the source's tensors."""
-    detached = zip_states(lambda parts: parts[0].detach(), [tree]) if group.rank == source else None
-    payload = [pickle.dumps(detached)]
+    payload = [zip_states(lambda parts: parts[0].detach(), [tree]) if group.rank == source else None]
     dist.broadcast_object_list(payload, src=group.source(source), group=group.process_group)
-    received = tree if group.rank == source else pickle.loads(payload[0])
+    received = tree if group.rank == source else payload[0]
     leaves = tensors_in(received)
     new_link, *copies = _Shared.apply(group, source, link, *leaves)
     remaining = iter(copies)
