@@ -35,9 +35,8 @@ class ContextGroup:
         Raises:
             ContextError: context_size is not a positive int dividing the world size.
         """
-        world = dist.get_world_size()
-        if not isinstance(context_size, int) or context_size < 1 or world % context_size:
-            raise ContextError(f"context size {context_size!r} must be a positive integer dividing the world size {world}")
+        world = dist.get_world_size() if dist.is_initialized() else 1
+        check_context_size(context_size, world)
         rank = dist.get_rank()
         mine = None
         for first in range(0, world, context_size):
@@ -50,3 +49,9 @@ class ContextGroup:
     def source(self, rank_in_group: int) -> int:
         """The world rank of group member `rank_in_group` (torch's broadcasts name sources so)."""
         return self.global_ranks[rank_in_group]
+
+
+def check_context_size(context_size: int, world_size: int) -> None:
+    """Raise ContextError unless context_size is a positive int dividing world_size."""
+    if not isinstance(context_size, int) or context_size < 1 or world_size % context_size:
+        raise ContextError(f"context size {context_size!r} must be a positive integer dividing the world size {world_size}")
