@@ -9,7 +9,7 @@ declares its own with `@register_exchange(MyMixer)`; one without passes states r
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ....mixers.base import Mixer
 

@@ -42,7 +42,7 @@ class Pieces:
                                f"it needs at least {group.size} tokens")
         if cu_seqlens is None:
             return cls(group, length, (0, length), False)
-        offsets = sorted(set(int(c) for c in cu_seqlens.tolist()))
+        offsets = sorted({int(c) for c in cu_seqlens.tolist()})
         if offsets[0] != 0 or offsets[-1] != length:
             raise ContextError(f"cu_seqlens must run from 0 to the row's {length} tokens, got {offsets[0]}..{offsets[-1]}")
         return cls(group, length, tuple(offsets), True)

@@ -2,8 +2,8 @@
 
 Round j: rank j runs its piece from the state round j - 1 handed it and broadcasts the state of
 its last sequence. Exact by the mixer contract (any split, the state threaded through, equals one
-call), but rank j waits for ranks 0..j-1: the compute is sequential. The fallback for mixers with
-no exchange of their own, and for the recurrent mixers until their parallel merges exist.
+call), but rank j waits for ranks 0..j-1: the compute is sequential. ARMT's associative memory
+uses it, and so does any mixer with no exchange of its own.
 """
 
 from __future__ import annotations
