@@ -143,6 +143,7 @@ class TrainingConfig(Section):
     out_dir: str | None = None  # null: runs/<spec name>
     parallel: Literal["ddp", "fsdp"] = "ddp"
     mixed_precision: Literal["bf16"] | None = None  # FSDP2's: bf16 copies of the sharded fp32 weights compute
+    context: int = option(1, min=1)  # context parallelism: K consecutive ranks share each sequence, a piece each
 
     def validate(self) -> None:
         if self.batch_size % self.grad_accum:
@@ -150,6 +151,8 @@ class TrainingConfig(Section):
         if self.mixed_precision is not None and self.parallel != "fsdp":
             raise OptionError("mixed_precision", f"needs parallel: fsdp (DDP keeps fp32 weights; precision: "
                                                  f"{self.mixed_precision} autocasts instead)")
+        if self.compile and self.context > 1:
+            raise OptionError("compile", "does not combine with context parallelism yet; train uncompiled")
         if self.compile and self.parallel == "fsdp":
             raise OptionError("compile", "does not combine with parallel: fsdp yet; train FSDP uncompiled or use ddp")
         if self.mixed_precision is not None and self.precision != "auto":
@@ -170,7 +173,7 @@ class TrainingConfig(Section):
 # is, and how the global batch is split over micro-batches or sharded, or compiled (rounding only).
 # The rest decides what is trained, and a resume with a different value is refused.
 RESUME_MAY_CHANGE = ("log_every", "log", "checkpoint_every", "keep_checkpoints", "out_dir", "eval", "grad_accum",
-                     "parallel", "compile")
+                     "parallel", "compile", "context")
 
 
 def read_training(section: Any, locations: Locations, model: ModelConfig | None) -> TrainingConfig:

@@ -49,6 +49,7 @@ MALFORMED = [
     ("training.precision=fp8", ["training.precision", "one of auto, fp32, bf16"]),
     ("training.mixed_precision=fp16", ["training.mixed_precision", "one of bf16 or null"]),
     ("training.mixed_precision=bf16", ["training.mixed_precision", "needs parallel: fsdp"]),
+    ("training.context=0", ["training.context", ">= 1"]),
     ("training.optimizer.lr=.inf", ["training.optimizer.lr", "must be a finite number"]),
     ("training.eval.depths=[0, .nan]", ["training.eval.depths.1", "must be a finite number"]),
 ]
@@ -62,6 +63,11 @@ def test_bad_training_sections_name_the_key(tiny_spec, override, words):
     assert "\n" not in message
     for word in words:
         assert word in message, message
+
+
+def test_context_parallelism_is_not_compiled_yet(tiny_spec):
+    with pytest.raises(SpecError, match="training.compile: does not combine with context parallelism"):
+        load_spec(tiny_spec, ["training.context=2", "training.compile=true"])
 
 
 def test_errors_point_at_the_file_and_line(tiny_spec):

@@ -22,6 +22,7 @@ from ..config import TrainingConfig
 from ..errors import TrainingError
 from ..objectives.language_model import LanguageModel, examples_per_rank
 from ..parallel import distributed
+from ..parallel.context.group import check_context_size
 from ..parallel.fsdp import build_sharded
 from ..precision import autocast_for
 from ..runs.checkpoint import load_weights
@@ -77,7 +78,9 @@ def train_in(run_dir: Path, spec: Spec, resume: bool, overwrite: bool, progress:
     config = spec.training
     context = distributed.setup()
     distributed.barrier(context)
-    examples_per_rank(config, context.world_size)  # a batch that does not split fails before anything is built
+    # a context or a batch that does not split fails before anything is built
+    check_context_size(config.context, context.world_size)
+    examples_per_rank(config, context.world_size // config.context)
     torch.manual_seed(config.seed)  # identical initial weights on every rank
     model = build_model(spec, context)
     task = make_task(config.task.name, config.task.options, vocab_size(spec, model))

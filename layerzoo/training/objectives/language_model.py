@@ -14,6 +14,8 @@ from ...tasks import IGNORE, Batch, Task, heldout_seed
 from ..config import TrainingConfig
 from ..errors import TrainingError
 from ..parallel import distributed
+from ..parallel.context import ContextGroup, context_parallel
+from ..parallel.context.batches import piece_of
 from ..parallel.distributed import Context, all_sum
 from .batches import LOCAL, evaluating, forward_batch, heldout_batches, training_batch, uncompiled
 
@@ -28,26 +30,38 @@ class LanguageModel:
                  autocast: contextlib.AbstractContextManager):
         self.model, self.task, self.eval_task, self.config = model, task, eval_task, config
         self.context, self.autocast = context, autocast
-        self.share = examples_per_rank(config, context.world_size)
+        # K consecutive ranks share each example, a piece each: the batch splits over world / K
+        self.group = ContextGroup.from_world(config.context) if config.context > 1 else None
+        self.share = examples_per_rank(config, context.world_size // config.context)
 
     def backward(self, step: int, seq_len: int) -> tuple[float, dict[str, float]]:
         batches = self.batches(step, seq_len)
         context = self.context
-        (total,) = all_sum([float(sum(batch.scored for batch in batches))], context, context.device)
+        scored = sum((batch if self.group is None else piece_of(batch, self.group)[0]).scored for batch in batches)
+        (total,) = all_sum([float(scored)], context, context.device)
         # DDP averages gradients over ranks, hence * world_size: the sum is over the global batch
         scale = context.world_size / max(total, 1.0)
         loss_sum = correct = 0.0
         for index, batch in enumerate(batches):
             with distributed.gradient_sync(self.model, enabled=index == len(batches) - 1):
-                loss, hits, _ = score(self.model, batch, self.autocast)
+                loss, hits = self.score_piece(batch)
                 (loss * scale).backward()
             loss_sum, correct = loss_sum + loss.item(), correct + hits.item()
         loss_sum, correct = all_sum([loss_sum, correct], context, context.device)
         return loss_sum / max(total, 1.0), {"accuracy": correct / max(total, 1.0)}
 
+    def score_piece(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """score's loss and hits, on this rank's piece of the batch under context parallelism."""
+        if self.group is None:
+            return score(self.model, batch, self.autocast)[:2]
+        piece, pieces = piece_of(batch, self.group)
+        with context_parallel(self.model, pieces):
+            return score(self.model, piece, self.autocast)[:2]
+
     def batches(self, step: int, seq_len: int) -> list[Batch]:
-        """This rank's slice of the step's global batch, cut into grad_accum micro-batches."""
-        config, first = self.config, self.context.rank * self.share
+        """This rank's slice of the step's global batch (its context group's), cut into grad_accum micro-batches."""
+        config = self.config
+        first = self.context.rank // config.context * self.share
         micro = self.share // config.grad_accum
         return [training_batch(self.task, seq_len, config.seed, "train", step, range(start, start + micro),
                                self.context.device) for start in range(first, first + self.share, micro)]

@@ -1,0 +1,154 @@
+"""One torchrun process of the context-parallel checks: each case runs once whole (the reference)
+and once split over the context group; rank 0 writes the largest differences to report.json.
+
+Usage: worker.py OUT (under torchrun --nproc_per_node K).
+"""
+
+import copy
+import faulthandler
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+import layerzoo
+from layerzoo.registry import get_mixer, list_mixers
+from layerzoo.training.parallel.fsdp import mixed_precision_policy, shard
+from layerzoo.training.parallel.context import ContextError, ContextGroup, Pieces, context_parallel
+from tests.helpers.toy_mixer import ToyMixer
+
+VOCAB = 64
+# Pieces of 3 tokens with 3 ranks (4 and 5 with 2): shorter than SWA's window of 5 and than the
+# chunks of 4; the packed boundaries fall inside pieces and across them.
+LENGTH, ROWS = 9, 2
+PACKED = torch.tensor([0, 2, 7, 9])
+TINY_SPECS = ("transformer-tiny", "swa-tiny", "swax-tiny", "swax-gdn-tiny", "kda-hybrid-tiny", "mamba2-hybrid-tiny",
+              "xlstm-tiny")
+
+
+def third_party() -> str:
+    """A user's mixer that declares no exchange, registered in this process only: its name."""
+    layerzoo.register_mixer("toy", test_options={"n_heads": 2})(ToyMixer)
+    return "toy"
+
+
+def one_mixer(name: str) -> dict:
+    """Two layers of mixer `name` alone (its registered test options), 32 wide."""
+    return {"model": {"d_model": 32, "n_layers": 2, "vocab_size": VOCAB, "mixers": {name: get_mixer(name).test_options},
+                      "pattern": [name], "ffn": {"hidden": 32}}}
+
+
+def shipped(name: str) -> dict:
+    """A shipped tiny spec at the test's vocabulary (its layers as shipped)."""
+    return layerzoo.load_spec(name, [f"model.vocab_size={VOCAB}"])
+
+
+def gradients(model) -> list[torch.Tensor]:
+    return [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in model.parameters()]
+
+
+def run(model, ids, targets, cu_seqlens):
+    """(logits, mean loss over every token, gradients) of one process."""
+    model.zero_grad()
+    logits = model(ids, cu_seqlens=cu_seqlens)
+    loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    loss.backward()
+    return logits.detach(), loss.detach(), gradients(model)
+
+
+def run_split(model, ids, targets, pieces):
+    """The same from this rank's piece: logits of the piece, the loss and gradients summed over the group."""
+    model.zero_grad()
+    group = pieces.group.process_group
+    with context_parallel(model, pieces):
+        logits = model(pieces.slice(ids), cu_seqlens=pieces.local_cu_seqlens())
+    loss = F.cross_entropy(logits.flatten(0, 1), pieces.slice(targets).flatten(), reduction="sum") / targets.numel()
+    loss.backward()
+    grads = gradients(model)
+    for tensor in (loss, *grads):
+        dist.all_reduce(tensor, group=group)
+    return logits.detach(), loss.detach(), grads
+
+
+def run_sharded(model, ids, targets, pieces):
+    """run_split's under FSDP2, whose reduce-scatter averages the ranks' gradients (times K: their sum)."""
+    with context_parallel(model, pieces):
+        logits = model(pieces.slice(ids), cu_seqlens=pieces.local_cu_seqlens())
+    loss = F.cross_entropy(logits.flatten(0, 1), pieces.slice(targets).flatten(), reduction="sum") / targets.numel()
+    loss.backward()
+    grads = [p.grad.full_tensor() * pieces.group.size for p in model.parameters()]
+    dist.all_reduce(loss := loss.detach(), group=pieces.group.process_group)
+    return logits.detach(), loss, grads
+
+
+def difference(spec, dtype, packed: bool, group: ContextGroup, fsdp: bool = False) -> float:
+    """Largest difference of logits, loss or any gradient between the split run and one process;
+    with fsdp, the split run's model sharded with FSDP2 over the same processes."""
+    torch.manual_seed(0)
+    model = layerzoo.build(spec).to(dtype)
+    with torch.no_grad():  # mLSTM's gates spread out, so its stabiliser takes both sides of its max
+        for name, parameter in model.named_parameters():
+            if name.endswith("gate_proj.bias"):
+                parameter.normal_(0.0, 4.0)
+    rows = 1 if packed else ROWS
+    ids = torch.randint(0, VOCAB, (rows, LENGTH))
+    targets = torch.randint(0, VOCAB, (rows, LENGTH))
+    cu_seqlens = PACKED if packed else None
+    pieces = Pieces.split(group, LENGTH, cu_seqlens)
+    logits, loss, grads = run(model, ids, targets, cu_seqlens)
+    if fsdp:
+        split_logits, split_loss, split_grads = run_sharded(shard(copy.deepcopy(model), mixed_precision_policy(None)),
+                                                            ids, targets, pieces)
+    else:
+        split_logits, split_loss, split_grads = run_split(model, ids, targets, pieces)
+    worst = max([(loss - split_loss).abs().item(), (pieces.slice(logits) - split_logits).abs().max().item()]
+                + [(a - b).abs().max().item() / max(1.0, a.abs().max().item()) for a, b in zip(grads, split_grads)])
+    worst = torch.tensor(worst, dtype=torch.float64)
+    dist.all_reduce(worst, op=dist.ReduceOp.MAX)
+    return worst.item()
+
+
+def bad_inputs(group: ContextGroup) -> dict:
+    """The one-line messages of a context size not dividing the world and of too short a sequence."""
+    messages = {}
+    for key, attempt in (("context_size", lambda: ContextGroup.from_world(dist.get_world_size() + 1)),
+                         ("too_short", lambda: Pieces.split(group, group.size - 1))):
+        try:
+            attempt()
+        except ContextError as error:
+            messages[key] = str(error)
+    return messages
+
+
+def main(out: Path) -> None:
+    faulthandler.enable()
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    group = ContextGroup.from_world(dist.get_world_size())
+    cases = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for name in [*list_mixers(), third_party()]:
+            for packed in (False, True):
+                cases[f"{name}/{'packed' if packed else 'rows'}/fp64"] = difference(one_mixer(name), torch.float64, packed, group)
+            cases[f"{name}/rows/fp32"] = difference(one_mixer(name), torch.float32, False, group)
+        for name in TINY_SPECS:
+            cases[f"{name}/packed/fp64"] = difference(shipped(name), torch.float64, True, group)
+        for name in ("swax-tiny", "swax-gdn-tiny", "mamba2-hybrid-tiny"):
+            cases[f"{name}/packed/fsdp/fp64"] = difference(shipped(name), torch.float64, True, group, fsdp=True)
+    report = {"cases": cases, "bad_inputs": bad_inputs(group), "warnings": [str(w.message) for w in caught]}
+    if dist.get_rank() == 0:
+        (out / "report.json").write_text(json.dumps(report, indent=1))
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # gloo's threads can abort interpreter shutdown (as fsdp_worker.py)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
