@@ -17,9 +17,9 @@ class LayerzooConfig(PretrainedConfig):
     explicit), so a saved folder's config.json alone describes the architecture. The attributes
     tools read by transformers' names are derived from it (the spec stays the truth):
     vocab_size, hidden_size, num_hidden_layers, tie_word_embeddings; num_attention_heads (the
-    first attention layer's heads, else the first layer's that has heads); head_dim and
-    num_key_value_heads (the first attention layer's, or None without one: servers such as vLLM
-    size their key/value cache by them); layer_types, one per
+    first attention layer's heads, else the first layer's that has heads, else 0); head_dim and
+    num_key_value_heads (the first attention layer's, or 0 without one: servers such as vLLM
+    size their key/value cache by them and read no None); layer_types, one per
     layer in the names transformers' hybrids use ("full_attention", "sliding_attention",
     "linear_attention" for the recurrent ones); sliding_window (the first sliding-window layer's, or None).
 
@@ -143,15 +143,15 @@ def attention_layers(model: ModelConfig) -> list:
 
 
 def attention_shape(model: ModelConfig) -> tuple[int | None, int | None]:
-    """(head_dim, key/value heads) of the first attention layer, or (None, None) without one."""
+    """(head_dim, key/value heads) of the first attention layer, or (0, 0) without one."""
     layers = attention_layers(model)
     if not layers:
-        return None, None
+        return 0, 0
     options = layers[0].options
     return options["head_dim"] or model.d_model // options["n_heads"], options["n_kv_heads"] or options["n_heads"]
 
 
 def attention_heads(model: ModelConfig) -> int | None:
-    """The heads of the first attention layer, else of the first layer whose mixer has heads."""
+    """The heads of the first attention layer, else of the first layer whose mixer has heads, else 0."""
     with_heads = [layer for layer in attention_layers(model) + list(model.layers) if "n_heads" in layer.options]
-    return with_heads[0].options["n_heads"] if with_heads else None
+    return with_heads[0].options["n_heads"] if with_heads else 0
