@@ -1,0 +1,23 @@
+"""What layerzoo's vLLM model refuses, in one line: a head size vLLM's CPU attention does not
+take, and prefix caching with recurrent layers (vLLM's "align" state mode would give wrong tokens)."""
+
+import pytest
+
+from layerzoo.hf.serving.attention import check_head_size
+from layerzoo.hf.serving.errors import ServingError
+from tests.helpers.vllm_serving import save_model, served
+
+
+def test_a_head_size_vllm_refuses_is_named_with_the_sizes_allowed():
+    check_head_size(32)
+    with pytest.raises(ServingError, match=r"head size 16 .*\(32, 64, 80") as error:
+        check_head_size(16)
+    assert "\n" not in str(error.value)
+
+
+def test_prefix_caching_with_recurrent_layers_is_refused(tmp_path):
+    save_model(tmp_path, ["swa", "gated_deltanet"])
+    with pytest.raises(ServingError, match="enable_prefix_caching=False") as error:
+        with served(tmp_path, enable_prefix_caching=True):
+            pass
+    assert "\n" not in str(error.value)
