@@ -1,5 +1,5 @@
-"""The vLLM tests: skipped where vllm is not installed (the main suite's venv); `.ci/run` runs
-them in a venv of their own (docs/serving.md). vLLM on CPU, quiet on a shared machine: a 1 GiB
+"""The vLLM tests, marked `vllm`: each module skips where vllm is not installed (the main suite's
+venv); `.ci/run` runs them in a venv of their own (docs/serving.md). vLLM on CPU, quiet on a shared machine: a 1 GiB
 key/value cache, no thread pinning, eager mode, the engine in this process."""
 
 import os
@@ -10,8 +10,6 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # a start in seconds fewer, errors raised here
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-
-pytest.importorskip("vllm", reason="vllm is not installed (docs/serving.md says how)")
 
 
 def pytest_collection_modifyitems(items):

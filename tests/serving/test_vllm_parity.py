@@ -5,6 +5,8 @@ sequences at once."""
 
 import pytest
 
+pytest.importorskip("vllm", reason="vllm is not installed (docs/serving.md says how)")
+
 from tests.helpers.vllm_serving import MIXERS, check_against_layerzoo, greedy, prompts, save_model, served
 
 LENGTHS = [1, 37, 150, 300]  # four sequences in every step, prefilled in 64-token chunks

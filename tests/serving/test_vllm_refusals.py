@@ -3,6 +3,8 @@ take, and prefix caching with recurrent layers (vLLM's "align" state mode would 
 
 import pytest
 
+pytest.importorskip("vllm", reason="vllm is not installed (docs/serving.md says how)")
+
 from layerzoo.hf.serving.attention import check_head_size
 from layerzoo.hf.serving.errors import ServingError
 from tests.helpers.vllm_serving import save_model, served

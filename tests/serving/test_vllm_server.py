@@ -12,6 +12,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
+pytest.importorskip("vllm", reason="vllm is not installed (docs/serving.md says how)")
+
 from tests.helpers.hf_teachers import save_tokenizer
 from tests.helpers.vllm_serving import VOCAB, save_model
 

@@ -4,6 +4,8 @@ layerzoo's tokens and log-probabilities; seeded sampling repeats itself."""
 
 import pytest
 
+pytest.importorskip("vllm", reason="vllm is not installed (docs/serving.md says how)")
+
 from layerzoo.convert import convert
 from layerzoo.hf import LayerzooForCausalLM
 from tests.helpers.hf_teachers import TeacherCase, save_teacher
