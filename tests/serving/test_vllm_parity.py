@@ -14,9 +14,9 @@ NEW_TOKENS = 12
 EVERY_MIXER = ["swa", "gated_deltanet", "attention", "kda", "mamba2", "mlstm", "assoc_memory"]
 
 
-def check_model(folder, model, lengths=LENGTHS) -> None:
+def check_model(folder, model, lengths=LENGTHS, **options) -> None:
     token_lists = prompts(lengths)
-    with served(folder, max_num_batched_tokens=64, max_num_seqs=4) as llm:
+    with served(folder, max_num_batched_tokens=64, max_num_seqs=4, **options) as llm:
         first = greedy(llm, token_lists, NEW_TOKENS)
         for prompt, (tokens, logprobs) in zip(token_lists, first):
             assert len(tokens) == NEW_TOKENS
@@ -34,6 +34,12 @@ def test_each_recurrent_mixer_alone(tmp_path, mixer):
     check_model(tmp_path, save_model(tmp_path, [mixer]), lengths=[1, 90, 200])
 
 
-def test_attention_alone(tmp_path):
-    """Full attention alone: vLLM runs it as a plain decoder (no state cache)."""
-    check_model(tmp_path, save_model(tmp_path, ["attention", "attention"]), lengths=[1, 90, 200])
+def test_full_attention_alone_keeps_prefix_caching(tmp_path):
+    """Full attention alone: vLLM runs it as a plain decoder (no state cache), prefix caching on;
+    the second round of the same prompts (their prefixes cached) gives the same tokens."""
+    check_model(tmp_path, save_model(tmp_path, ["attention", "attention"]), lengths=[1, 90, 200], enable_prefix_caching=True)
+
+
+def test_attention_layers_alone(tmp_path):
+    """SWA and full attention, no recurrent layer: a hybrid to vLLM with no state to cache."""
+    check_model(tmp_path, save_model(tmp_path, ["swa", "attention"]), lengths=[1, 90, 200])

@@ -1,5 +1,6 @@
 """What layerzoo's vLLM model refuses, in one line: a head size vLLM's CPU attention does not
-take, and prefix caching with recurrent layers (vLLM's "align" state mode would give wrong tokens)."""
+take, and prefix caching with layers other than full attention (vLLM's "align" state mode would
+give wrong tokens with recurrent layers, and fails without them)."""
 
 import pytest
 
@@ -17,8 +18,9 @@ def test_a_head_size_vllm_refuses_is_named_with_the_sizes_allowed():
     assert "\n" not in str(error.value)
 
 
-def test_prefix_caching_with_recurrent_layers_is_refused(tmp_path):
-    save_model(tmp_path, ["swa", "gated_deltanet"])
+@pytest.mark.parametrize("pattern", [["swa", "gated_deltanet"], ["swa"]])
+def test_prefix_caching_with_layers_but_full_attention_is_refused(tmp_path, pattern):
+    save_model(tmp_path, pattern)
     with pytest.raises(ServingError, match="enable_prefix_caching=False") as error:
         with served(tmp_path, enable_prefix_caching=True):
             pass

@@ -14,9 +14,10 @@ from tests.helpers.vllm_serving import check_against_layerzoo, greedy, prompts, 
 
 @pytest.fixture(scope="module")
 def student(tmp_path_factory):
-    """The student's folder and its model: a 4-layer Llama, heads of 32, converted to swa, gated_deltanet, ..."""
+    """The student's folder and its model: a 4-layer Llama (heads of 32, its head tied to its
+    embedding) converted to swa, gated_deltanet, swa, gated_deltanet."""
     root = tmp_path_factory.mktemp("student")
-    teacher = save_teacher(TeacherCase("llama", n_layers=4, n_heads=2, n_kv_heads=1), root / "teacher")
+    teacher = save_teacher(TeacherCase("llama", n_layers=4, n_heads=2, n_kv_heads=1, tied=True), root / "teacher")
     pattern = {"pattern": ["swa", "gated_deltanet"],
                "mixers": {"swa": {"window": 32, "backend": "sdpa"}, "gated_deltanet": {"backend": "chunkwise"}}}
     convert(teacher, pattern, root / "student")

@@ -14,7 +14,6 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 from vllm.config import VllmConfig
-from vllm.model_executor.layers.mamba.abstract import MambaBase
 from vllm.utils.torch_utils import set_default_torch_dtype
 from vllm.v1.kv_cache_interface import MambaSpec
 
@@ -24,6 +23,9 @@ from ..config import LayerzooConfig
 from .attention import PagedAttention
 from .errors import ServingError
 from .recurrent import StateCachedMixer, state_layout
+
+
+TIED = {"model.embedding.weight", "model.head.weight"}
 
 
 class LayerzooForVLLM(nn.Module):
@@ -36,7 +38,7 @@ class LayerzooForVLLM(nn.Module):
         prefix: the model's name prefix in vLLM ("" at the top).
 
     Raises:
-        ServingError: prefix caching is on for a model with recurrent layers, or vLLM's
+        ServingError: prefix caching is on for a model with layers other than full attention, or vLLM's
             attention cannot take an attention layer's head size.
     """
 
@@ -51,8 +53,10 @@ class LayerzooForVLLM(nn.Module):
         self.model = CausalLM(config.model_config())
         self.served = nn.ModuleList(self.served_mixer(index, block.mixer, vllm_config, prefix)
                                     for index, block in enumerate(self.model.blocks))
-        if vllm_config.cache_config.enable_prefix_caching and any(isinstance(layer, MambaBase) for layer in self.served):
-            raise ServingError("vLLM's prefix caching would give wrong tokens for layerzoo's recurrent layers: "
+        # vLLM runs a model with any layer but full attention as a hybrid, whose prefix caching
+        # ("align" state mode) would give wrong tokens for recurrent layers and fails without them
+        if vllm_config.cache_config.enable_prefix_caching and vllm_config.model_config.is_hybrid:
+            raise ServingError("vLLM's prefix caching does not work for layerzoo's recurrent and sliding-window layers: "
                                "pass enable_prefix_caching=False (vllm serve --no-enable-prefix-caching)")
 
     @staticmethod
@@ -78,7 +82,7 @@ class LayerzooForVLLM(nn.Module):
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
         """Copy each (name, tensor) of the folder into the parameter of that name; returns the names loaded."""
-        parameters = dict(self.named_parameters())
+        parameters = dict(self.named_parameters(remove_duplicate=False))  # a tied head under both its names
         loaded = set()
         for name, tensor in weights:
             if name not in parameters:
@@ -87,8 +91,8 @@ class LayerzooForVLLM(nn.Module):
             with torch.no_grad():
                 parameters[name].copy_(tensor)
             loaded.add(name)
-        if self.model.config.tie_embeddings:  # one tensor under both names: the folder may hold either
-            loaded |= {"model.head.weight", "model.embedding.weight"} & (loaded | {"model.head.weight"})
+        if self.model.config.tie_embeddings and loaded & TIED:  # one tensor: the folder holds it under one name
+            loaded |= TIED
         return loaded
 
     @classmethod
