@@ -42,8 +42,8 @@ class LayerzooForVLLM(nn.Module):
             attention cannot take an attention layer's head size.
     """
 
-    # vLLM's flags, read from the class: recurrent layers through its state cache (a model of
-    # attention layers alone declares none, and vLLM then runs it as a plain decoder)
+    # vLLM's flags, read from the class: layers on its state cache (a model whose layer_types are
+    # all full attention is a plain decoder to vLLM all the same)
     is_hybrid = True
     has_inner_state = True
 
@@ -62,7 +62,7 @@ class LayerzooForVLLM(nn.Module):
     @staticmethod
     def served_mixer(index: int, mixer: nn.Module, vllm_config: VllmConfig, prefix: str) -> nn.Module:
         """Layer `index`'s mixer on vLLM's paged attention or its state cache."""
-        name = f"{prefix}model.blocks.{index}.mixer"
+        name = f"{prefix}.model.blocks.{index}.mixer" if prefix else f"model.blocks.{index}.mixer"
         if isinstance(mixer, CausalAttention):
             return PagedAttention(mixer, vllm_config.cache_config, name)
         return StateCachedMixer(mixer, name)
