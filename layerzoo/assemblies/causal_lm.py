@@ -155,13 +155,19 @@ class CausalLM(nn.Module):
             if packing is not None:  # back in rows first, so that only the kept columns reach the head
                 x, packing = packing.unpack(x), None
             x = x[:, -logits_to_keep:]
+        logits = self.logits(x)
+        if packing is not None:
+            logits = packing.unpack(logits)
+        return (logits, new_state) if return_state else logits
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """The head on final-normed hidden states x (..., d_model) -> logits (..., vocab_size),
+        soft-capped where the config says."""
         logits = self.head(x)
         if self.config.logit_softcap:
             cap = self.config.logit_softcap
             logits = cap * torch.tanh(logits / cap)
-        if packing is not None:
-            logits = packing.unpack(logits)
-        return (logits, new_state) if return_state else logits
+        return logits
 
     def init_state(self, batch_size: int) -> list[Any]:
         """The empty state for `batch_size` sequences.

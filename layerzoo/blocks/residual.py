@@ -34,10 +34,17 @@ class Block(nn.Module):
     def forward(self, x: torch.Tensor, state: Any = None, return_state: bool = False,
                 cu_seqlens: torch.Tensor | None = None):
         mixed, new_state = self.mixer(self.mixer_norm(x), state=state, return_state=True, cu_seqlens=cu_seqlens)
+        x = self.finish(x, mixed)
+        return (x, new_state) if return_state else x
+
+    def finish(self, x: torch.Tensor, mixed: torch.Tensor) -> torch.Tensor:
+        """The block's output from its input x and the mixer's output on mixer_norm(x), both
+        (..., d_model): the residual add, then the FFN's (a server running the mixer its own way
+        calls this around it)."""
         x = x + post(self.mixer_post_norm, mixed)
         if self.ffn is not None:
             x = x + post(self.ffn_post_norm, self.ffn(self.ffn_norm(x)))
-        return (x, new_state) if return_state else x
+        return x
 
 
 def post(norm: RMSNorm | None, y: torch.Tensor) -> torch.Tensor:

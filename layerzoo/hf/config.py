@@ -17,7 +17,9 @@ class LayerzooConfig(PretrainedConfig):
     explicit), so a saved folder's config.json alone describes the architecture. The attributes
     tools read by transformers' names are derived from it (the spec stays the truth):
     vocab_size, hidden_size, num_hidden_layers, tie_word_embeddings; num_attention_heads (the
-    first attention layer's heads, else the first layer's that has heads); layer_types, one per
+    first attention layer's heads, else the first layer's that has heads, else 0); head_dim and
+    num_key_value_heads (the first attention layer's, or 0 without one: servers such as vLLM
+    size their key/value cache by them and read no None); layer_types, one per
     layer in the names transformers' hybrids use ("full_attention", "sliding_attention",
     "linear_attention" for the recurrent ones); sliding_window (the first sliding-window layer's, or None).
 
@@ -32,6 +34,8 @@ class LayerzooConfig(PretrainedConfig):
         hidden_size (int | None): derived: d_model.
         num_hidden_layers (int | None): derived: n_layers.
         num_attention_heads (int | None): derived (see above).
+        head_dim (int | None): derived (see above).
+        num_key_value_heads (int | None): derived (see above).
         layer_types (list[str] | None): derived, one per layer.
         sliding_window (int | None): derived (see above).
         use_cache (bool): whether forward returns a LayerzooCache by default (not with labels).
@@ -53,6 +57,8 @@ class LayerzooConfig(PretrainedConfig):
     hidden_size: int | None = None
     num_hidden_layers: int | None = None
     num_attention_heads: int | None = None
+    head_dim: int | None = None
+    num_key_value_heads: int | None = None
     layer_types: list[str] | None = None
     sliding_window: int | None = None
     use_cache: bool = True
@@ -71,6 +77,7 @@ class LayerzooConfig(PretrainedConfig):
         self.vocab_size, self.hidden_size, self.num_hidden_layers = model.vocab_size, model.d_model, model.n_layers
         self.tie_word_embeddings = model.tie_embeddings
         self.num_attention_heads = attention_heads(model)
+        self.head_dim, self.num_key_value_heads = attention_shape(model)
         self.layer_types = [layer_type(layer.type) for layer in model.layers]
         windows = [layer.options["window"] for layer in model.layers if layer_type(layer.type) == "sliding_attention"]
         self.sliding_window = windows[0] if windows else None
@@ -130,8 +137,21 @@ def layer_type(mixer: str) -> str:
     return cls.layer_type or mixer
 
 
+def attention_layers(model: ModelConfig) -> list:
+    """The model's attention layers (full or sliding-window), in order."""
+    return [layer for layer in model.layers if layer_type(layer.type) in ("full_attention", "sliding_attention")]
+
+
+def attention_shape(model: ModelConfig) -> tuple[int | None, int | None]:
+    """(head_dim, key/value heads) of the first attention layer, or (0, 0) without one."""
+    layers = attention_layers(model)
+    if not layers:
+        return 0, 0
+    options = layers[0].options
+    return options["head_dim"] or model.d_model // options["n_heads"], options["n_kv_heads"] or options["n_heads"]
+
+
 def attention_heads(model: ModelConfig) -> int | None:
-    """The heads of the first attention layer, else of the first layer whose mixer has heads."""
-    attention = [layer for layer in model.layers if layer_type(layer.type) in ("full_attention", "sliding_attention")]
-    with_heads = [layer for layer in attention + list(model.layers) if "n_heads" in layer.options]
-    return with_heads[0].options["n_heads"] if with_heads else None
+    """The heads of the first attention layer, else of the first layer whose mixer has heads, else 0."""
+    with_heads = [layer for layer in attention_layers(model) + list(model.layers) if "n_heads" in layer.options]
+    return with_heads[0].options["n_heads"] if with_heads else 0

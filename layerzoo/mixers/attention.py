@@ -170,7 +170,7 @@ class CausalAttention(Mixer):
             return self._mix_ragged_rows(x, state)
         return self._mix_packed(x, state, cu_seqlens)
 
-    def _project(self, x: torch.Tensor, positions: torch.Tensor):
+    def project(self, x: torch.Tensor, positions: torch.Tensor):
         """x (B, T, d_model) at positions ((B, T) or (T,)) -> q (B, T, n_heads, head_dim), and k,
         v (B, T, n_kv_heads, head_dim), with RoPE applied to q and k."""
         batch, length, _ = x.shape
@@ -185,7 +185,7 @@ class CausalAttention(Mixer):
         batch, length, _ = x.shape
         start = torch.zeros(batch, dtype=torch.long, device=x.device) if state is None else state.position
         steps = torch.arange(length, device=x.device)
-        q, k, v = self._project(x, steps if state is None else start[:, None] + steps)
+        q, k, v = self.project(x, steps if state is None else start[:, None] + steps)
         if state is not None and state.k.shape[1]:
             k = torch.cat((state.k.to(k.dtype), k), dim=1)
             v = torch.cat((state.v.to(v.dtype), v), dim=1)
@@ -193,7 +193,7 @@ class CausalAttention(Mixer):
                                      sinks=self.sink_logits)
         if recording():
             record(lambda: sliding_window_attention_weights(q, k, self.window, self.score_scale, sinks=self.sink_logits))
-        return self._output(x, y), KVCache(*self._kept(k, v), None, start + length)
+        return self.heads_output(x, y), KVCache(*self._kept(k, v), None, start + length)
 
     def _mix_ragged_rows(self, x: torch.Tensor, state: KVCache):
         """Rows of equal length T over histories of state.lengths keys each (right-aligned in the
@@ -201,7 +201,7 @@ class CausalAttention(Mixer):
         sequences in which each row's unused columns in front are a sequence of their own without
         queries, so no key is gathered or moved (a padded batch's decoding step)."""
         batch, length, _ = x.shape
-        q, k, v = self._project(x, state.position[:, None] + torch.arange(length, device=x.device))
+        q, k, v = self.project(x, state.position[:, None] + torch.arange(length, device=x.device))
         k = torch.cat((state.k.to(k.dtype), k), dim=1)
         v = torch.cat((state.v.to(v.dtype), v), dim=1)
         width, seen = k.shape[1], state.lengths + length
@@ -215,14 +215,14 @@ class CausalAttention(Mixer):
         k, v = self._kept(k, v)
         keep = seen.clamp(max=k.shape[1])
         lengths = keep if bool((keep != k.shape[1]).any()) else None
-        return self._output(x, y.view(batch, length, *y.shape[2:])), KVCache(k, v, lengths, state.position + length)
+        return self.heads_output(x, y.view(batch, length, *y.shape[2:])), KVCache(k, v, lengths, state.position + length)
 
     def _mix_packed(self, x: torch.Tensor, state: KVCache | None, cu_seqlens: torch.Tensor):
         """x (1, total, d_model) packing N sequences, each continuing its stream of the state."""
         streams = len(cu_seqlens) - 1
         new = lengths_of(cu_seqlens)
         start = torch.zeros(streams, dtype=torch.long, device=x.device) if state is None else state.position
-        q, k, v = self._project(x, positions_in_sequences(cu_seqlens, start)[None])
+        q, k, v = self.project(x, positions_in_sequences(cu_seqlens, start)[None])
         k, v = k[0], v[0]
         if state is None:
             cached = torch.zeros_like(new)
@@ -238,7 +238,7 @@ class CausalAttention(Mixer):
         keep = seen if self.window is None else seen.clamp(max=self.window - 1)
         lengths = keep if len(keep) and bool((keep != keep.max()).any()) else None
         cache = KVCache(right_aligned(k, seen, keep), right_aligned(v, seen, keep), lengths, start + new)
-        return self._output(x, y), cache
+        return self.heads_output(x, y), cache
 
     def _sequence_weights(self, q: torch.Tensor, k: torch.Tensor, cu_seqlens: torch.Tensor,
                           cu_seqlens_k: torch.Tensor) -> list[torch.Tensor]:
@@ -249,7 +249,7 @@ class CausalAttention(Mixer):
                 for q_start, q_end, k_start, k_end in zip(cu_seqlens[:-1].tolist(), cu_seqlens[1:].tolist(),
                                                           cu_seqlens_k[:-1].tolist(), cu_seqlens_k[1:].tolist())]
 
-    def _output(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    def heads_output(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The layer's output (B, T, d_model) from its input x and the heads' outputs y (B, T, n_heads, head_dim)."""
         y = y.flatten(2)
         if self.gate_proj is not None:

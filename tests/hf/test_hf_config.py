@@ -28,6 +28,9 @@ def test_the_standard_attributes_describe_the_model(name):
     attention = [layer for layer in model.layers if layer.type in ("attention", "swa")]
     with_heads = [layer for layer in attention + list(model.layers) if "n_heads" in layer.options]
     assert config.num_attention_heads == with_heads[0].options["n_heads"]
+    first = attention[0].options if attention else None  # servers (vLLM) size their key/value cache by these
+    assert config.head_dim == (first["head_dim"] or model.d_model // first["n_heads"] if first else 0)
+    assert config.num_key_value_heads == (first["n_kv_heads"] or first["n_heads"] if first else 0)
     windows = [layer.options["window"] for layer in model.layers if layer.type == "swa"]
     assert config.sliding_window == (windows[0] if windows else None)
 

@@ -27,7 +27,7 @@ def _local_keys(mixer: CausalAttention, x: torch.Tensor, pieces: Pieces, keep: i
         positions = positions_in_sequences(offsets, first_positions)[None]
     else:
         positions = first + torch.arange(stop - start, device=x.device)
-    _, k, v = mixer._project(x, positions)  # the layer's own projection, norms and RoPE
+    _, k, v = mixer.project(x, positions)  # the layer's own projection, norms and RoPE
     return last_tokens(k, pieces, keep), last_tokens(v, pieces, keep)
 
 
