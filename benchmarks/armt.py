@@ -123,7 +123,7 @@ def summary(data: dict) -> list[SummaryRow]:
     memory = None not in peaks
     ours = f"{armt:.1f} ms / segment" + (f", {mib(peaks[0])} MiB peak" if memory else "")
     peer = f"{base:.1f} ms / segment" + (f", {mib(peaks[1])} MiB peak" if memory else "")
-    versus = faster(armt, base) + (f", {faster(max(peaks[0], 1), peaks[1], 'less memory', 'more memory')}"
+    versus = faster(armt, base) + (f", {faster(max(peaks[0], 1), max(peaks[1], 1), 'less memory', 'more memory')}"
                                    if memory else "")
     tokens = segments * data["model"]["segment_size"]
     return [SummaryRow(f"ARMT inference, {segments} segments of {data['model']['segment_size']} tokens",

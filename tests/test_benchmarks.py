@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from benchmarks.runner.against_base import best_per_cell, compare_rows, without_base_options
 from benchmarks.runner.cli import main
 from benchmarks.runner.registry import NAMES, get
-from benchmarks.runner.render import DOCS, README, REGION, render_docs, render_results, rendered, stale
+from benchmarks.runner.render import DOCS, README, REGION, TOPIC_PAGES, render_docs, render_results, rendered, stale
 from benchmarks.runner.results import read_json, write_json
 from benchmarks.runner.run import parse, run_benchmark
 
@@ -145,17 +145,20 @@ def test_the_docs_render_from_the_smoke_results(smoke_results, tmp_path):
     readme, docs = tmp_path / "README.md", tmp_path / "benchmarks.md"
     shutil.copy(README, readme)
     shutil.copy(DOCS, docs)
-    assert set(stale(folder, readme, docs)) == {readme, docs}
-    texts = render_docs(folder, readme, docs)
-    page = texts[docs]
+    topic_pages = {name: tmp_path / page.name for name, page in TOPIC_PAGES.items()}
+    for name, page in TOPIC_PAGES.items():
+        shutil.copy(page, topic_pages[name])
+    assert set(stale(folder, readme, docs, topic_pages)) == {readme, docs, *topic_pages.values()}
+    texts = render_docs(folder, readme, docs, topic_pages)
     for name in NAMES:
+        page = texts[topic_pages.get(name, docs)]
         body = page.split(f"<!-- benchmarks:{name}:start -->")[1].split(f"<!-- benchmarks:{name}:end -->")[0]
         assert ("not measured yet" in body) == bool(skipped[name]), name
         assert skipped[name] or "|---:" in body, name
     assert "| kernel | shape | ours |" in texts[readme]
-    readme.write_text(texts[readme])
-    docs.write_text(page)
-    assert stale(folder, readme, docs) == []
+    for path, text in texts.items():
+        path.write_text(text)
+    assert stale(folder, readme, docs, topic_pages) == []
 
 
 def test_the_committed_docs_are_what_the_committed_results_render():

@@ -1,6 +1,7 @@
 """Tables rendered from the results files into the docs, between generated markers, never typed.
 
-docs/benchmarks.md holds a region per benchmark and README.md (and the docs page) the summary:
+docs/benchmarks.md holds a region per benchmark (but those on their topic's page, TOPIC_PAGES) and
+README.md (and the docs page) the summary:
 
     <!-- benchmarks:swa:start -->
     (the context line and tables of benchmarks/results/swa.json, or "not measured yet: ...")
@@ -24,6 +25,8 @@ from .timing import matmul_gflops
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs" / "benchmarks.md"
+# Benchmarks whose region is on the page of what they measure instead of docs/benchmarks.md.
+TOPIC_PAGES = {"context": ROOT / "docs" / "parallel.md"}
 SUMMARY = "summary"
 REGION = re.compile(r"(?P<start><!-- benchmarks:(?P<key>[\w-]+):start -->\n).*?(?P<end><!-- benchmarks:(?P=key):end -->)",
                     re.S)
@@ -94,12 +97,16 @@ def regions(text: str) -> list[str]:
     return [match["key"] for match in REGION.finditer(text)]
 
 
-def render_docs(results: Path = RESULTS, readme: Path = README, docs: Path = DOCS) -> dict[Path, str]:
-    """{file: its text with the regions rendered}. Every benchmark has one region in the docs page,
-    the summary one in the README; unknown regions are an error, so a renamed benchmark cannot
-    leave stale tables behind."""
-    texts = {readme: readme.read_text(), docs: docs.read_text()}
-    expected = {readme: [SUMMARY], docs: [SUMMARY, *NAMES]}
+def render_docs(results: Path = RESULTS, readme: Path = README, docs: Path = DOCS,
+                topic_pages: dict[str, Path] | None = None) -> dict[Path, str]:
+    """{file: its text with the regions rendered}. Every benchmark has one region, in the docs page
+    or on its topic's page (topic_pages, default TOPIC_PAGES), the summary one in the README;
+    unknown regions are an error, so a renamed benchmark cannot leave stale tables behind."""
+    topic_pages = TOPIC_PAGES if topic_pages is None else topic_pages
+    expected = {readme: [SUMMARY], docs: [SUMMARY, *(name for name in NAMES if name not in topic_pages)]}
+    for name, page in topic_pages.items():
+        expected.setdefault(page, []).append(name)
+    texts = {path: path.read_text() for path in expected}
     for path, text in texts.items():
         found = regions(text)
         if sorted(found) != sorted(expected[path]):
@@ -107,9 +114,10 @@ def render_docs(results: Path = RESULTS, readme: Path = README, docs: Path = DOC
     return {path: rendered(text, results) for path, text in texts.items()}
 
 
-def stale(results: Path = RESULTS, readme: Path = README, docs: Path = DOCS) -> list[Path]:
+def stale(results: Path = RESULTS, readme: Path = README, docs: Path = DOCS,
+          topic_pages: dict[str, Path] | None = None) -> list[Path]:
     """The files whose regions differ from what the results render."""
-    return [path for path, text in render_docs(results, readme, docs).items() if path.read_text() != text]
+    return [path for path, text in render_docs(results, readme, docs, topic_pages).items() if path.read_text() != text]
 
 
 def write_docs(results: Path = RESULTS, readme: Path = README, docs: Path = DOCS) -> list[Path]:

@@ -121,8 +121,12 @@ class DistillConfig(Section):
     log_every: int = option(10, min=1, help="steps between metrics.jsonl records")
     checkpoint_every: int | None = option(500, min=1, help="steps between checkpoints (null: at a stage's end only)")
     keep_checkpoints: int | None = option(2, min=1, help="the newest K checkpoints of a stage kept (null: all)")
+    context: int = option(1, min=1, help="context parallelism: 1 only, as distillation runs in one process")
 
     def validate(self) -> None:
+        if self.context > 1:  # its loop holds teacher, student and the alignment hooks in one process, no ranks
+            raise OptionError("context", f"{self.context}: layerzoo distill runs in one process, with no ranks to "
+                                         "share a sequence over; distil at context 1 (layerzoo train has training.context)")
         if self.align is None and self.end_to_end is None:
             raise OptionError("", "both stages are null: nothing to distil (give align, end_to_end or both)")
         for key, reason in OWN_DATA_KEYS.items():

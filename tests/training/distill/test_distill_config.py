@@ -56,3 +56,9 @@ def test_a_window_for_a_student_without_swa_layers_is_refused():
     with pytest.raises(SpecError, match=r"distill.window: sets the SWA layers' window, but this model has no SWA layer"):
         distillation_spec(STUDENT, {"data": {"files": ["a.txt"]}, "window": {"schedule": "stochastic", "short": 4,
                                                                            "long": 8}})
+
+
+def test_context_parallelism_is_refused_in_one_line_naming_why():
+    with pytest.raises(SpecError, match=r"distill\.context.*runs in one process") as error:
+        distillation_spec(STUDENT, {"data": {"files": ["x.txt"]}}, ["distill.context=2"])
+    assert "\n" not in str(error.value)

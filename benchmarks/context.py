@@ -1,0 +1,88 @@
+"""Context parallelism: peak memory per rank and tokens/s of a forward + backward against sequence
+length, for K = 1, 2 and 4 gloo processes sharing one sequence, a contiguous piece each.
+
+    python -m benchmarks context                                 # three models, 1k-4k tokens
+    python -m benchmarks context --seq-lens 2048 8192 --ks 1 2
+
+Each cell is a fresh torchrun launch of K processes, one thread each (runner/context_worker.py):
+one sequence (batch 1), cross-entropy, backward, no optimizer step. Peak memory: the largest rise
+of a rank's peak resident set over one step, after a short warm-up step (the gradients and one-off
+costs are paid there), so what is left grows with the sequence: activations, and each mixer's
+exchange. tokens/s: the whole sequence over the best step of the group's slowest rank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+from .runner.arguments import positive_int
+from .runner.memory import ROOT
+from .runner.registry import Benchmark
+from .runner.results import value
+from .runner.tables import markdown_table, mib, ratio
+
+WIDER = ["model.d_model=128"]
+MODELS = {
+    "swax-tiny": ("SWA + mLSTM", WIDER + ["model.mixers.swa.window=64", "model.mixers.mlstm.chunk_size=64"]),
+    "swax-gdn-tiny": ("SWA + Gated DeltaNet", WIDER + ["model.mixers.swa.window=64"]),
+    "transformer-tiny": ("full attention", WIDER),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--seq-lens", type=positive_int, nargs="+", default=[1024, 2048, 4096])
+    parser.add_argument("--ks", type=positive_int, nargs="+", default=[1, 2, 4], help="context sizes (processes)")
+    parser.set_defaults(reps=2)
+
+
+def cell(spec: str, length: int, k: int, reps: int) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(k),
+               "-m", "benchmarks.runner.context_worker", spec, str(length), str(reps), *MODELS[spec][1]]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"context cell {spec} T={length} K={k} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run(args: argparse.Namespace) -> dict:
+    rows = []
+    for spec in args.models:
+        for length in args.seq_lens:
+            for k in args.ks:
+                measured = cell(spec, length, k, args.reps)
+                rows.append({"cell": {"model": spec, "seq_len": length, "k": k}, **measured})
+    return {"rows": rows, "cpus": os.cpu_count()}
+
+
+def render(data: dict) -> str:
+    config, rows = data["config"], data["rows"]
+    ks = config["ks"]
+    head = ["model", "tokens", *(f"K={k} MiB/rank" for k in ks), *(f"K={k} tok/s" for k in ks)]
+    head += [f"MiB K=1 / K={max(ks)}"] if 1 in ks and max(ks) > 1 else []
+    table = []
+    for spec in config["models"]:
+        for length in config["seq_lens"]:
+            peaks = [value(rows, "peak_bytes", model=spec, seq_len=length, k=k) for k in ks]
+            speeds = [length / value(rows, "seconds", model=spec, seq_len=length, k=k) for k in ks]
+            cells = [MODELS[spec][0], str(length), *(mib(peak) for peak in peaks), *(f"{s:,.0f}" for s in speeds)]
+            if 1 in ks and max(ks) > 1:
+                cells.append(ratio(peaks[ks.index(1)], peaks[-1]))
+            table.append(cells)
+    caption = (f"d_model 128, 4 layers (windows and chunks 64), fp32, batch 1, forward + backward; K gloo processes of "
+               f"one thread each on a {data['cpus']}-core machine (K=4 oversubscribes it; the cores were shared with "
+               f"other work, so tok/s are noisy: peak memory per rank is the measure); best of {config['reps']} steps")
+    return f"{caption}\n\n{markdown_table(head, table)}"
+
+
+BENCHMARK = Benchmark(
+    name="context", description="Context parallelism: peak memory per rank and tokens/s against length for K = 1, 2, 4",
+    add_arguments=add_arguments, run=run, render=render,
+    smoke={"models": ["swax-gdn-tiny"], "seq_lens": [128], "ks": [1, 2]},
+)
