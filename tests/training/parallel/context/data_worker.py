@@ -7,8 +7,6 @@ Usage: data_worker.py OUT (under torchrun --nproc_per_node 4).
 
 import copy
 import faulthandler
-import json
-import os
 import sys
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from torch.nn.parallel import DistributedDataParallel
 import layerzoo
 from layerzoo.training.parallel.context import ContextGroup, Pieces, context_parallel
 from layerzoo.training.parallel.fsdp import mixed_precision_policy, shard
+from tests.helpers.gloo_worker import finish
 from tests.training.parallel.context.worker import LENGTH, ROWS, VOCAB, run, shipped
 
 
@@ -55,12 +54,7 @@ def main(out: Path) -> None:
     group = ContextGroup.from_world(2)
     cases = {f"{name}/{wrap}": difference(name, wrap, group)
              for name in ("swax-gdn-tiny", "xlstm-tiny") for wrap in ("ddp", "fsdp")}
-    if dist.get_rank() == 0:
-        (out / "report.json").write_text(json.dumps(cases, indent=1))
-    dist.destroy_process_group()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # gloo's threads can abort interpreter shutdown (as fsdp_worker.py)
+    finish(cases, out)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,6 @@ Usage: worker.py OUT (under torchrun --nproc_per_node K).
 
 import copy
 import faulthandler
-import json
-import os
 import sys
 import warnings
 from pathlib import Path
@@ -20,6 +18,7 @@ import layerzoo
 from layerzoo.registry import get_mixer, list_mixers
 from layerzoo.training.parallel.fsdp import mixed_precision_policy, shard
 from layerzoo.training.parallel.context import ContextError, ContextGroup, Pieces, context_parallel
+from tests.helpers.gloo_worker import finish
 from tests.helpers.toy_mixer import ToyMixer
 
 VOCAB = 64
@@ -142,12 +141,7 @@ def main(out: Path) -> None:
         for name in ("swax-tiny", "swax-gdn-tiny", "mamba2-hybrid-tiny"):
             cases[f"{name}/packed/fsdp/fp64"] = difference(shipped(name), torch.float64, True, group, fsdp=True)
     report = {"cases": cases, "bad_inputs": bad_inputs(group), "warnings": [str(w.message) for w in caught]}
-    if dist.get_rank() == 0:
-        (out / "report.json").write_text(json.dumps(report, indent=1))
-    dist.destroy_process_group()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # gloo's threads can abort interpreter shutdown (as fsdp_worker.py)
+    finish(report, out)
 
 
 if __name__ == "__main__":
