@@ -180,9 +180,8 @@ def sliding_window_attention(
         return _attend(name, q, k, v, window, scale, bounds, sinks)
 
     def one_sequence(inputs, _):
-        sequence_sinks = {"sinks": sinks} if sinks is not None else {}
         chosen = _choose(inputs[0], inputs[1], window, "auto", False, sinks is not None) if one_by_one else name
-        return _attend(chosen, *inputs, window, scale, **sequence_sinks), []
+        return _attend(chosen, *inputs, window, scale, sinks=sinks), []
 
     return per_sequence(one_sequence, [(q, bounds[0]), (k, bounds[1]), (v, bounds[1])])[0]
 
