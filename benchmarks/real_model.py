@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import importlib.util
 import subprocess
 import sys
@@ -247,76 +248,102 @@ def under(precision: str, fn):
     return run
 
 
-def target_cells(args: argparse.Namespace, name: str, path: Path, model, vocab: int) -> tuple[list, list, list]:
-    """(cells of the rounds, cells of one run, rows measured while setting up) of one target."""
-    cells, long_cells, rows = [], [], []
+def short_cells(args: argparse.Namespace, name: str, path: Path, model, vocab: int) -> list[Cell]:
+    """One target's cells of the interleaved rounds: load, forward, train, padded and distill."""
+    cells = []
     n = parameters_per_token(model)
     short = token_ids(vocab, 2, args.seq)
 
-    def add(into, fn, flops=None, **labels):
-        into.append(Cell({"target": name, **labels} | ({} if flops is None else {"flops": flops}), fn))
+    def add(fn, flops=None, **labels):
+        cells.append(Cell({"target": name, **labels} | ({} if flops is None else {"flops": flops}), fn))
 
     if "load" in args.parts:
-        add(cells, lambda: load(path), part="load")
-    if {"train", "train_long"} & set(args.parts):
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+        add(lambda: load(path), part="load")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
     for precision in args.precisions:
         if "forward" in args.parts:
-            add(cells, under(precision, lambda: prefill(model, short)), part="forward", precision=precision,
+            add(under(precision, lambda: prefill(model, short)), part="forward", precision=precision,
                 flops=2 * args.seq * (2 * n + attention_flops(model, args.seq)))
         if "train" in args.parts:
-            add(cells, under(precision, lambda: train_step(model, short, optimizer)), part="train", precision=precision,
+            add(under(precision, lambda: train_step(model, short, optimizer)), part="train", precision=precision,
                 flops=2 * args.seq * 3 * (2 * n + attention_flops(model, args.seq)))
-    if "train_long" in args.parts:
-        ids = token_ids(vocab, 1, args.long)
-        add(long_cells, lambda: train_step(model, ids, optimizer), part="train_long", precision="fp32",
-            flops=args.long * 3 * (2 * n + attention_flops(model, args.long)))
     if "padded" in args.parts:
-        add(cells, padded_generation(model, vocab, args.seq, args.new), part="padded")
-    for length in args.lengths if "decode" in args.parts else ():
-        prompt = token_ids(vocab, 1, length, seed=length)
-        holder = {}
-
-        def read_and_decode(prompt=prompt, holder=holder):
-            holder["cache"] = prefill(model, prompt[:, :-1])
-            decoding(model, prompt, holder["cache"], 1)()
-
-        start = time.perf_counter()
-        rise = rss_rise_bytes(read_and_decode)
-        rows.append({"cell": {"target": name, "part": "prefill", "context": length},
-                     "seconds": time.perf_counter() - start, "cache_bytes": cache_bytes(holder["cache"]),
-                     "peak_rise_bytes": rise})
-        for tokens in (FIRST, FIRST + args.tokens):
-            add(cells, decoding(model, prompt, holder["cache"], tokens), part="decode", context=length, tokens=tokens)
+        add(padded_generation(model, vocab, args.seq, args.new), part="padded")
     if "distill" in args.parts and name not in (TEACHER, "kept"):
         steps, n_teacher, trained = distill_steps(path, token_ids(vocab, 2, args.seq // 2 + 1, seed=2))
         tokens = 2 * (args.seq // 2)
         for precision in args.precisions:
-            add(cells, under(precision, steps["align"]), part="align", precision=precision,
+            add(under(precision, steps["align"]), part="align", precision=precision,
                 flops=tokens * (2 * n_teacher + 6 * trained))
-            add(cells, under(precision, steps["end_to_end"]), part="end_to_end", precision=precision,
+            add(under(precision, steps["end_to_end"]), part="end_to_end", precision=precision,
                 flops=tokens * (2 * n_teacher + 6 * n))
-    return cells, long_cells, rows
+    return cells
+
+
+def decode_cells(args: argparse.Namespace, name: str, model, vocab: int, length: int) -> tuple[list[Cell], dict]:
+    """(the decoding cells after `length` tokens of context, the row of reading the prompt) of one target."""
+    prompt = token_ids(vocab, 1, length, seed=length)
+    holder = {}
+
+    def read_and_decode():
+        holder["cache"] = prefill(model, prompt[:, :-1])
+        decoding(model, prompt, holder["cache"], 1)()
+
+    start = time.perf_counter()
+    rise = rss_rise_bytes(read_and_decode)
+    row = {"cell": {"target": name, "part": "prefill", "context": length}, "seconds": time.perf_counter() - start,
+           "cache_bytes": cache_bytes(holder["cache"]), "peak_rise_bytes": rise}
+    cells = [Cell({"target": name, "part": "decode", "context": length, "tokens": tokens},
+                  decoding(model, prompt, holder["cache"], tokens)) for tokens in (FIRST, FIRST + args.tokens)]
+    return cells, row
+
+
+def long_training_cell(args: argparse.Namespace, name: str, model, vocab: int) -> Cell:
+    """A training step on one sequence of --long tokens, with an AdamW made for it (its first step
+    allocates the moments, a memset against minutes of step)."""
+    ids = token_ids(vocab, 1, args.long)
+    flops = args.long * 3 * (2 * parameters_per_token(model) + attention_flops(model, args.long))
+
+    def step():
+        train_step(model, ids, torch.optim.AdamW(model.parameters(), lr=1e-6))
+    return Cell({"target": name, "part": "train_long", "precision": "fp32", "flops": flops}, step)
 
 
 def run(args: argparse.Namespace) -> dict:
+    """Three phases, each freeing what it held before the next, since together they would not fit
+    in 24 GB at 32k tokens: the short cells of every target interleaved (each with its optimizer and
+    distillation pair); decoding per context length, every target's cache of that length interleaved;
+    one long training step per target."""
     with tempfile.TemporaryDirectory(prefix="layerzoo-real-model-") as scratch:
         teacher = teacher_folder(args.model, Path(scratch))
         paths = folders(args.targets, teacher, Path(scratch))
-        cells, long_cells, rows = [], [], []
-        for name, path in paths.items():
-            model = load(path).eval()
-            more = target_cells(args, name, path, model, model.config.vocab_size)
-            for into, part in zip((cells, long_cells, rows), more):
-                into += part
+        models = {name: load(path).eval() for name, path in paths.items()}
+        vocab = next(iter(models.values())).config.vocab_size
+        cells = [cell for name, model in models.items() for cell in short_cells(args, name, paths[name], model, vocab)]
         if "armt" in args.parts:
-            cells.append(armt_cell(teacher, token_ids(model.config.vocab_size, 2, args.seq), args.seq // 2))
-        rows += time_cells(cells, rounds=args.reps, budget=args.budget)
-        if long_cells:
-            rows += time_cells(long_cells, rounds=1, budget=None)[1:]
+            cells.append(armt_cell(teacher, token_ids(vocab, 2, args.seq), args.seq // 2))
+        rows = timed_apart(cells, rounds=args.reps, budget=args.budget)
+        # later phases' own matmul references are left out: a results file has one rate, the first phase's
+        for length in args.lengths if "decode" in args.parts else ():
+            cells = []
+            for name, model in models.items():
+                more, prefill_row = decode_cells(args, name, model, vocab, length)
+                cells += more
+                rows.append(prefill_row)
+            rows += timed_apart(cells, rounds=args.reps, budget=args.budget)[1:]
+        for name, model in models.items() if "train_long" in args.parts else ():
+            rows += timed_apart([long_training_cell(args, name, model, vocab)], rounds=1, budget=None)[1:]
     if "kernels" in args.parts:
         rows += first_kernel_calls(args.reps)
     return {"rows": [with_flops_measure(row) for row in rows]}
+
+
+def timed_apart(cells: list[Cell], **timing) -> list[dict]:
+    """time_cells' rows of `cells`, then the cells and what only they hold (optimizers, caches) freed."""
+    rows = time_cells(cells, **timing)
+    cells.clear()
+    gc.collect()
+    return rows
 
 
 def with_flops_measure(row: dict) -> dict:
