@@ -13,7 +13,8 @@ trained. PARTS, each a set of cells timed in interleaved rounds, the best kept (
 - load: from_pretrained of the folder.
 - forward: the logits of the last token of 2 x --seq tokens (a prefill).
 - train: forward, cross-entropy on the inputs, backward and AdamW on 2 x --seq tokens.
-- train_long: the same on one sequence of --long tokens, one round (minutes per cell).
+- train_long: the same on one sequence of --long tokens, once, each target in a fresh process
+  (minutes per cell; run before the rest, while the memory is free).
 - decode: tokens/s after L tokens of context (--lengths): the prompt's first L - 1 tokens read
   once, untimed; greedy generate() of 2 and 2 + --tokens tokens from that cache, whose difference
   over --tokens is what a further token costs. Also the cache's bytes after the prompt, and how
@@ -37,6 +38,7 @@ import argparse
 import copy
 import gc
 import importlib.util
+import json
 import subprocess
 import sys
 import tempfile
@@ -48,7 +50,7 @@ import torch.nn.functional as F
 
 from .hf_decode import state_bytes
 from .runner.arguments import positive_int
-from .runner.memory import rss_rise_bytes
+from .runner.memory import ROOT, rss_rise_bytes
 from .runner.registry import Benchmark
 from .runner.results import find_row
 from .runner.tables import MISSING, markdown_table, mib, share_of_matmul
@@ -298,31 +300,59 @@ def decode_cells(args: argparse.Namespace, name: str, model, vocab: int, length:
     return cells, row
 
 
-def long_training_cell(args: argparse.Namespace, name: str, model, vocab: int) -> Cell:
-    """A training step on one sequence of --long tokens, with an AdamW made for it (its first step
-    allocates the moments, a memset against minutes of step)."""
-    ids = token_ids(vocab, 1, args.long)
-    flops = args.long * 3 * (2 * parameters_per_token(model) + attention_flops(model, args.long))
+LONG_STEP = """
+import json, sys, torch
+from benchmarks.real_model import long_step
+torch.set_num_threads(int(sys.argv[3]))
+print(json.dumps(long_step(sys.argv[1], int(sys.argv[2]))))
+"""
 
-    def step():
-        train_step(model, ids, torch.optim.AdamW(model.parameters(), lr=1e-6))
-    return Cell({"target": name, "part": "train_long", "precision": "fp32", "flops": flops}, step)
+
+def long_step(folder: str, length: int) -> dict:
+    """One training step of the model in `folder` on one sequence of `length` tokens, timed
+    (the collector off, as time_cells has it): {"seconds", "flops"}. A 16-token step runs first,
+    untimed, for what loads on first use (compiled kernels, AdamW's moments)."""
+    model = load(Path(folder))
+    ids = token_ids(model.config.vocab_size, 1, length)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    train_step(model, ids[:, :16], optimizer)
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        train_step(model, ids, optimizer)
+        seconds = time.perf_counter() - start
+    finally:
+        gc.enable()
+    return {"seconds": seconds, "flops": length * 3 * (2 * parameters_per_token(model) + attention_flops(model, length))}
+
+
+def long_training_rows(args: argparse.Namespace, paths: dict[str, Path]) -> list[dict]:
+    """Each target's long training step, each in a fresh process: at 8k tokens a step's activations
+    take most of the memory, more than a process that has held the other parts can give back."""
+    rows = []
+    for name, path in paths.items():
+        done = subprocess.run([sys.executable, "-c", LONG_STEP, str(path), str(args.long), str(args.threads)],
+                              cwd=ROOT, check=True, capture_output=True, text=True)
+        measured = json.loads(done.stdout.splitlines()[-1])
+        rows.append({"cell": {"target": name, "part": "train_long", "precision": "fp32"}, **measured})
+    return rows
 
 
 def run(args: argparse.Namespace) -> dict:
-    """Three phases, each freeing what it held before the next, since together they would not fit
-    in 24 GB: the short cells of every target interleaved (each with its optimizer and distillation
-    pair); decoding per context length, every target's cache of that length interleaved; one long
-    training step per target, each model loaded alone for it."""
+    """The long training steps first, each in a process of its own; then, in this one, the short
+    cells of every target interleaved (each with its optimizer and distillation pair); then decoding
+    per context length, every target's cache of that length interleaved, each phase freeing what it
+    held before the next (all at once they would not fit in 24 GB)."""
     with tempfile.TemporaryDirectory(prefix="layerzoo-real-model-") as scratch:
         teacher = teacher_folder(args.model, Path(scratch))
         paths = folders(args.targets, teacher, Path(scratch))
+        long_rows = long_training_rows(args, paths) if "train_long" in args.parts else []
         models = {name: load(path).eval() for name, path in paths.items()}
         vocab = next(iter(models.values())).config.vocab_size
         cells = [cell for name, model in models.items() for cell in short_cells(args, name, paths[name], model, vocab)]
         if "armt" in args.parts:
             cells.append(armt_cell(teacher, token_ids(vocab, 2, args.seq), args.seq // 2))
-        rows = timed_apart(cells, rounds=args.reps, budget=args.budget)
+        rows = timed_apart(cells, rounds=args.reps, budget=args.budget) + long_rows
         # later phases' own matmul references are left out: a results file has one rate, the first phase's
         for length in args.lengths if "decode" in args.parts else ():
             cells = []
@@ -331,9 +361,6 @@ def run(args: argparse.Namespace) -> dict:
                 cells += more
                 rows.append(prefill_row)
             rows += timed_apart(cells, rounds=args.reps, budget=args.budget)[1:]
-        models.clear()  # a long step's activations take most of the memory: one model at a time
-        for name in args.targets if "train_long" in args.parts else ():
-            rows += timed_apart([long_training_cell(args, name, load(paths[name]), vocab)], rounds=1, budget=None)[1:]
     if "kernels" in args.parts:
         rows += first_kernel_calls(args.reps)
     return {"rows": [with_flops_measure(row) for row in rows]}
