@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from .summary import SummaryRow
 
 NAMES = ("swa", "mlstm", "gated_deltanet", "ssd_kda", "packed", "gpu_kernels", "varlen_training",
-         "compiled_training", "text_data", "armt", "hf_decode", "real_model", "context")
+         "compiled_training", "text_data", "armt", "hf_decode", "real_model", "context", "vllm")
 
 
 def _always_available(args: argparse.Namespace) -> None:

@@ -69,15 +69,16 @@ def greedy(llm, token_lists: list[list[int]], new_tokens: int) -> list[tuple[lis
 
 
 def check_against_layerzoo(model: LayerzooForCausalLM, prompt: list[int], tokens: list[int], logprobs: list[float],
-                           tolerance: float = 1e-3) -> None:
-    """Each token vLLM chose is layerzoo's argmax after the same tokens (or tied with it, as a
-    random tiny model's near-flat logits allow), and its log-probability layerzoo's."""
+                           tolerance: float = 1e-3, tie: float = 1e-4) -> None:
+    """Each token vLLM chose is layerzoo's argmax after the same tokens (or within `tie` of it in
+    log-probability, as a random tiny model's near-flat logits allow), and its log-probability
+    within `tolerance` of layerzoo's (fp32, computed in float64)."""
     ids = torch.tensor([prompt + tokens])
     with torch.no_grad():
         reference = torch.log_softmax(model(ids).logits[0, len(prompt) - 1:-1].double(), dim=-1)
     for step, (token, logprob) in enumerate(zip(tokens, logprobs)):
         best = reference[step].max().item()
-        assert reference[step, token].item() >= best - 1e-4, (
+        assert reference[step, token].item() >= best - tie, (
             f"step {step}: vLLM chose {token} (layerzoo's log-prob {reference[step, token].item():.6f}), "
             f"layerzoo's argmax {reference[step].argmax().item()} ({best:.6f})")
         assert abs(reference[step, token].item() - logprob) <= tolerance, (
