@@ -1,0 +1,12 @@
+"""layerzoo specs trained under torchtitan's trainer (`pip install 'layerzoo[torchtitan]'`).
+
+    torchrun --nproc-per-node 8 -m torchtitan.train --module layerzoo.hf.torchtitan --config layerzoo_spec
+
+`--module` imports `layerzoo.hf.torchtitan.config_registry`; its functions return torchtitan
+`Trainer.Config`s whose model is a layerzoo spec (model.py). Only torchtitan 0.3.0 is supported:
+its model protocol changes between releases, so another version is refused here, in one line.
+"""
+
+from .version import check_version
+
+check_version()

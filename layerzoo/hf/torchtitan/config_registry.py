@@ -1,0 +1,68 @@
+"""`--config` functions for `torchrun -m torchtitan.train --module layerzoo.hf.torchtitan`.
+
+torchtitan calls `--config FN` with no arguments and keeps the model spec out of its command line,
+so `layerzoo_spec` reads the spec from the environment: LAYERZOO_SPEC (a shipped name or a YAML
+path) and LAYERZOO_SET (`--set` overrides, one `dotted.key=value` per line). Every other setting
+(steps, checkpointing, parallelism, dump folder) is torchtitan's own flags on top.
+"""
+
+from __future__ import annotations
+
+import os
+
+from torchtitan.components.checkpoint import CheckpointManager
+from torchtitan.components.loss import CrossEntropyLoss
+from torchtitan.components.metrics import MetricsProcessor
+from torchtitan.config import TrainingConfig
+from torchtitan.protocols.model_spec import ModelSpec
+from torchtitan.trainer import Trainer
+
+from ...assemblies.build import build
+from ...specs import load_spec
+from ..errors import HFError
+from .adapter import LayerzooStateDictAdapter
+from .data import TaskDataLoader, TaskTokenizer
+from .model import LayerzooTitanModel
+from .optimizer import LayerzooSchedule, adamw_groups
+from .parallelize import parallelize_layerzoo
+
+
+def layerzoo_spec() -> Trainer.Config:
+    """The Trainer.Config of the spec LAYERZOO_SPEC with the overrides LAYERZOO_SET."""
+    spec = os.environ.get("LAYERZOO_SPEC")
+    if not spec:
+        raise HFError("set LAYERZOO_SPEC to a spec name or YAML path (and LAYERZOO_SET to its --set overrides, one a line)")
+    return trainer_config(spec, [line for line in os.environ.get("LAYERZOO_SET", "").splitlines() if line.strip()])
+
+
+def trainer_config(spec_name: str, overrides: list[str] = ()) -> Trainer.Config:
+    """A Trainer.Config training `spec_name` with `overrides` as `layerzoo train` would: its model,
+    initial weights, task data, batch size, sequence length, steps, AdamW groups, schedule and clipping."""
+    overrides = list(overrides)
+    spec = load_spec(spec_name, overrides)
+    training = spec.training
+    if training is None:
+        raise HFError(f"{spec_name}: the spec has no training section to train by")
+    if training.window.schedule != "fixed" or training.curriculum is not None:
+        raise HFError(f"{spec_name}: training.window.schedule {training.window.schedule} and curricula are layerzoo "
+                      "train's only; under torchtitan set training.window.schedule=fixed and no curriculum")
+    settings = training.optimizer
+    return Trainer.Config(
+        model_spec=ModelSpec(name="layerzoo", flavor=spec.name or spec_name,
+                             model=LayerzooTitanModel.Config(spec=spec_name, overrides=overrides),
+                             parallelize_fn=parallelize_layerzoo, pipelining_fn=None, post_optimizer_build_fn=None,
+                             state_dict_adapter=LayerzooStateDictAdapter),
+        hf_assets_path="",
+        tokenizer=TaskTokenizer.Config(spec=spec_name, overrides=overrides),
+        dataloader=TaskDataLoader.Config(spec=spec_name, overrides=overrides),
+        loss=CrossEntropyLoss.Config(),
+        optimizer=adamw_groups(build(spec, device="meta"), settings),
+        lr_scheduler=LayerzooSchedule.Config(lr=settings.lr, min_lr_ratio=settings.min_lr_ratio,
+                                             layerzoo_warmup_steps=settings.warmup_steps),
+        # the global batch split over the data-parallel ranks, as layerzoo train splits it
+        training=TrainingConfig(local_batch_size=training.batch_size // int(os.environ.get("WORLD_SIZE", "1")), global_batch_size=training.batch_size,
+                                seq_len=training.seq_len, steps=training.steps,
+                                max_norm=settings.grad_clip if settings.grad_clip else float("inf")),
+        metrics=MetricsProcessor.Config(log_freq=training.log_every),
+        checkpoint=CheckpointManager.Config(interval=training.checkpoint_every or training.steps),
+    )

@@ -1,0 +1,83 @@
+"""A layerzoo spec's training task as torchtitan's dataloader and tokenizer.
+
+Step s on data-parallel rank r yields the examples `layerzoo train` gives that rank at step s
+(`training_batch` with the spec's seed: examples keyed by (seed, step, index), stateless), so the
+two trainers see the same global batch; packed documents come as `cu_seqlens` for the model.
+Nothing is downloaded: the text task reads its local corpora and cached tokenizer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import torch
+from torchtitan.components.dataloader import BaseDataLoader
+from torchtitan.components.tokenizer import BaseTokenizer
+
+from ...specs import Spec, load_spec
+from ...tasks import Task, make_task
+from ...training.objectives.batches import training_batch
+
+
+def spec_task(spec: Spec) -> Task:
+    """The spec's `training.task`, prepared (a corpus tokenized once, cached)."""
+    config = spec.training.task
+    task = make_task(config.name, config.options, spec.model.vocab_size)
+    task.prepare(progress=False)
+    return task
+
+
+class TaskDataLoader(BaseDataLoader):
+    """Yields ({"input": (B, T) ids[, "cu_seqlens": (D+1,)]}, (B, T) labels), B = local_batch_size."""
+
+    @dataclass(kw_only=True, slots=True)
+    class Config(BaseDataLoader.Config):
+        spec: str = "swax-gdn-tiny"
+        overrides: list[str] = field(default_factory=list)
+
+    def __init__(self, config: Config, *, dp_world_size: int, dp_rank: int, tokenizer: Any, seq_len: int,
+                 local_batch_size: int, snapshot_every_n_steps: int | None = None):
+        spec = load_spec(config.spec, config.overrides)
+        self.task, self.seed = spec_task(spec), spec.training.seed
+        self.seq_len, self.batch_size, self.first = seq_len, local_batch_size, dp_rank * local_batch_size
+        self.step = 0
+
+    def __iter__(self) -> Iterator[tuple[dict[str, torch.Tensor], torch.Tensor]]:
+        while True:
+            indices = range(self.first, self.first + self.batch_size)
+            batch = training_batch(self.task, self.seq_len, self.seed, "train", self.step, indices, "cpu")
+            self.step += 1
+            inputs = {"input": batch.input_ids}
+            if batch.cu_seqlens is not None:
+                inputs["cu_seqlens"] = batch.cu_seqlens
+            yield inputs, batch.targets
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"step": self.step}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.step = state_dict["step"]
+
+
+class TaskTokenizer(BaseTokenizer):
+    """The spec's task tokenizer (bytes, a trained BPE or a tokenizer folder) behind torchtitan's interface."""
+
+    @dataclass(kw_only=True, slots=True)
+    class Config(BaseTokenizer.Config):
+        spec: str = "swax-gdn-tiny"
+        overrides: list[str] = field(default_factory=list)
+
+    def __init__(self, config: Config, *, tokenizer_path: str | None = None):
+        super().__init__()
+        self.tokenizer = spec_task(load_spec(config.spec, config.overrides)).tokenizer_model
+        self.eos_id = self.tokenizer.eos_id
+
+    def encode(self, text: str, *args, **kwargs) -> list[int]:
+        return [int(i) for i in self.tokenizer.encode_batch([text])[0]]
+
+    def decode(self, ids: list[int], *args, **kwargs) -> str:
+        return self.tokenizer.decode(ids)
+
+    def get_vocab_size(self) -> int:
+        return self.tokenizer.vocab_size

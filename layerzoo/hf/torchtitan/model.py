@@ -1,0 +1,74 @@
+"""LayerzooTitanModel: a torchtitan BaseModel over layerzoo's build of a spec.
+
+torchtitan builds the model on the meta device, shards it, moves it with `to_empty` and calls
+`init_weights`; here that copies in the weights layerzoo's own build draws from the spec's
+`training.seed`, so a torchtitan run starts where `layerzoo train` starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch.distributed.tensor import DTensor, distribute_tensor
+from torchtitan.protocols.model import BaseModel
+
+from ...assemblies.build import build
+from ...assemblies.causal_lm import CausalLM
+from ...specs import load_spec
+from ..errors import HFError
+from .flops import flops_per_token
+
+
+class LayerzooTitanModel(BaseModel):
+    """The CausalLM a spec describes, as `self.lm`: (B, T) token ids -> (B, T, vocab_size) logits."""
+
+    @dataclass(kw_only=True, slots=True)
+    class Config(BaseModel.Config):
+        spec: str = "swax-gdn-tiny"
+        """A shipped spec's name or a YAML path."""
+        overrides: list[str] = field(default_factory=list)
+        """`dotted.key=value` strings, as `layerzoo train --set`."""
+
+        def update_from_config(self, *, config, **kwargs) -> None:
+            parallelism = config.parallelism
+            for degree, what in ((parallelism.tensor_parallel_degree, "tensor"),
+                                 (parallelism.pipeline_parallel_degree, "pipeline")):
+                if degree > 1:
+                    raise HFError(f"{what} parallelism ({degree}) is not supported for layerzoo specs under "
+                                  "torchtitan: their mixers declare no sharding plan; use data parallelism (FSDP)")
+
+        def get_nparams_and_flops(self, model: LayerzooTitanModel, seq_len: int) -> tuple[int, int]:
+            return sum(p.numel() for p in model.parameters()), flops_per_token(model.lm, seq_len)
+
+    def __init__(self, config: Config):
+        super().__init__()
+        self.config = config
+        spec = load_spec(config.spec, config.overrides)
+        if spec.armt is not None:
+            raise HFError(f"{config.spec}: ARMT specs do not train under torchtitan yet; train them with layerzoo train")
+        self.seed = spec.training.seed if spec.training is not None else 0
+        self.lm: CausalLM = build(spec, device="meta")
+
+    def forward(self, input_ids: torch.Tensor, cu_seqlens: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T) ids -> (B, T, vocab_size) logits; cu_seqlens: the rows' packed documents, as one (1, B*T) sequence."""
+        if cu_seqlens is None:
+            return self.lm(input_ids)
+        return self.lm(input_ids.reshape(1, -1), cu_seqlens=cu_seqlens).reshape(*input_ids.shape, -1)
+
+    def verify_module_protocol(self) -> None:
+        """layerzoo's blocks are plain nn.Modules: init_states initialises them all, so none needs the protocol."""
+
+    def init_states(self, *, buffer_device: torch.device | None = None) -> None:
+        """Every parameter and buffer as `torch.manual_seed(seed); build(spec)` makes it (on the CPU,
+        as layerzoo train draws), each rank keeping its own shard of a sharded one."""
+        torch.manual_seed(self.seed)
+        reference = build(load_spec(self.config.spec, self.config.overrides))
+        values = dict(reference.named_parameters()) | dict(reference.named_buffers())
+        with torch.no_grad():
+            for name, tensor in [*self.lm.named_parameters(), *self.lm.named_buffers()]:
+                if isinstance(tensor, DTensor):
+                    mesh = tensor.device_mesh
+                    tensor.copy_(distribute_tensor(values[name].to(mesh.device_type), mesh, tensor.placements))
+                else:
+                    tensor.copy_(values[name])

@@ -1,0 +1,36 @@
+"""parallelize_layerzoo: torchtitan's parallelize_fn for a LayerzooTitanModel.
+
+Per block, in torchtitan's order: activation checkpointing (the policy the config selects),
+torch.compile (when `compile.enable` lists "model"), then FSDP2 over the data-parallel mesh; the
+embedding, final norm and head are sharded with the root. Tensor and pipeline parallelism are
+refused earlier (LayerzooTitanModel.Config.update_from_config): no mixer declares a plan for them.
+"""
+
+from __future__ import annotations
+
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torchtitan.config import TORCH_DTYPE_MAP
+
+from .model import LayerzooTitanModel
+
+
+def parallelize_layerzoo(model: LayerzooTitanModel, *, parallel_dims, training, parallelism, compile_config,
+                         ac_config, dump_folder: str = "") -> LayerzooTitanModel:
+    """Apply activation checkpointing, per-block compile and FSDP2 to `model` in place; returns it."""
+    blocks = model.lm.blocks
+    if ac_config is not None:
+        policy = ac_config.build(dump_folder=dump_folder)
+        for index, block in enumerate(blocks):
+            blocks[index] = policy._wrap_block(block, base_fqn=f"lm.blocks.{index}")
+    if compile_config.enable and "model" in compile_config.components:
+        for block in blocks:
+            block.compile(backend=compile_config.backend, fullgraph=False)
+    if parallel_dims.fsdp_enabled:
+        names = ["dp_replicate", "fsdp"] if parallel_dims.dp_replicate_enabled else ["fsdp"]
+        mesh = parallel_dims.get_mesh(names)
+        policy = MixedPrecisionPolicy(param_dtype=TORCH_DTYPE_MAP[training.mixed_precision_param],
+                                      reduce_dtype=TORCH_DTYPE_MAP[training.mixed_precision_reduce])
+        for block in blocks:
+            fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=True)
+        fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=False)
+    return model
