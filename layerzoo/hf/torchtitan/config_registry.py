@@ -13,7 +13,7 @@ import os
 from torchtitan.components.checkpoint import CheckpointManager
 from torchtitan.components.loss import CrossEntropyLoss
 from torchtitan.components.metrics import MetricsProcessor
-from torchtitan.config import TrainingConfig
+from torchtitan.config import ParallelismConfig, TrainingConfig
 from torchtitan.protocols.model_spec import ModelSpec
 from torchtitan.trainer import Trainer
 
@@ -62,7 +62,11 @@ def trainer_config(spec_name: str, overrides: list[str] = ()) -> Trainer.Config:
         # the global batch split over the data-parallel ranks, as layerzoo train splits it
         training=TrainingConfig(local_batch_size=training.batch_size // int(os.environ.get("WORLD_SIZE", "1")), global_batch_size=training.batch_size,
                                 seq_len=training.seq_len, steps=training.steps,
+                                # FSDP's compute copies: fp32 unless the spec asks for bf16, as layerzoo train
+                                mixed_precision_param="bfloat16" if training.mixed_precision == "bf16" else "float32",
+                                mixed_precision_reduce="float32",
                                 max_norm=settings.grad_clip if settings.grad_clip else float("inf")),
+        parallelism=ParallelismConfig(spmd_backend="partial_dtensor"),
         metrics=MetricsProcessor.Config(log_freq=training.log_every),
         checkpoint=CheckpointManager.Config(interval=training.checkpoint_every or training.steps),
     )

@@ -18,6 +18,7 @@ from torchtitan.components.tokenizer import BaseTokenizer
 from ...specs import Spec, load_spec
 from ...tasks import Task, make_task
 from ...training.objectives.batches import training_batch
+from ..errors import HFError
 
 
 def spec_task(spec: Spec) -> Task:
@@ -61,7 +62,8 @@ class TaskDataLoader(BaseDataLoader):
 
 
 class TaskTokenizer(BaseTokenizer):
-    """The spec's task tokenizer (bytes, a trained BPE or a tokenizer folder) behind torchtitan's interface."""
+    """The spec's text tokenizer (bytes, a trained BPE or a tokenizer folder) behind torchtitan's
+    interface; a synthetic task (MQAR, NIAH) has none, and only its vocabulary size is known."""
 
     @dataclass(kw_only=True, slots=True)
     class Config(BaseTokenizer.Config):
@@ -70,14 +72,21 @@ class TaskTokenizer(BaseTokenizer):
 
     def __init__(self, config: Config, *, tokenizer_path: str | None = None):
         super().__init__()
-        self.tokenizer = spec_task(load_spec(config.spec, config.overrides)).tokenizer_model
-        self.eos_id = self.tokenizer.eos_id
+        spec = load_spec(config.spec, config.overrides)
+        self.tokenizer = getattr(spec_task(spec), "tokenizer_model", None)
+        self.vocab_size = spec.model.vocab_size if self.tokenizer is None else self.tokenizer.vocab_size
+        self.eos_id = None if self.tokenizer is None else self.tokenizer.eos_id
 
     def encode(self, text: str, *args, **kwargs) -> list[int]:
-        return [int(i) for i in self.tokenizer.encode_batch([text])[0]]
+        return [int(i) for i in self.text_tokenizer().encode_batch([text])[0]]
 
     def decode(self, ids: list[int], *args, **kwargs) -> str:
-        return self.tokenizer.decode(ids)
+        return self.text_tokenizer().decode(ids)
 
     def get_vocab_size(self) -> int:
-        return self.tokenizer.vocab_size
+        return self.vocab_size
+
+    def text_tokenizer(self):
+        if self.tokenizer is None:
+            raise HFError("this spec's task is synthetic and has no text tokenizer")
+        return self.tokenizer

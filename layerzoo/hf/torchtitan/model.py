@@ -15,9 +15,14 @@ from torchtitan.protocols.model import BaseModel
 
 from ...assemblies.build import build
 from ...assemblies.causal_lm import CausalLM
+from ...mixers.window import set_window
 from ...specs import load_spec
 from ..errors import HFError
 from .flops import flops_per_token
+
+
+# what torchtitan's activation checkpointing inserts into the names of the blocks' weights
+CHECKPOINT_WRAPPER = "_checkpoint_wrapped_module."
 
 
 class LayerzooTitanModel(BaseModel):
@@ -32,6 +37,9 @@ class LayerzooTitanModel(BaseModel):
 
         def update_from_config(self, *, config, **kwargs) -> None:
             parallelism = config.parallelism
+            if parallelism.spmd_backend != "partial_dtensor":
+                raise HFError(f"parallelism.spmd_backend {parallelism.spmd_backend}: layerzoo's blocks carry no SPMD "
+                              "annotations; use partial_dtensor (DTensor for FSDP only)")
             for degree, what in ((parallelism.tensor_parallel_degree, "tensor"),
                                  (parallelism.pipeline_parallel_degree, "pipeline")):
                 if degree > 1:
@@ -49,6 +57,9 @@ class LayerzooTitanModel(BaseModel):
             raise HFError(f"{config.spec}: ARMT specs do not train under torchtitan yet; train them with layerzoo train")
         self.seed = spec.training.seed if spec.training is not None else 0
         self.lm: CausalLM = build(spec, device="meta")
+        window = None if spec.training is None else spec.training.window.long
+        if window is not None:  # a fixed schedule's window, as layerzoo train sets it
+            set_window(self.lm, window)
 
     def forward(self, input_ids: torch.Tensor, cu_seqlens: torch.Tensor | None = None) -> torch.Tensor:
         """(B, T) ids -> (B, T, vocab_size) logits; cu_seqlens: the rows' packed documents, as one (1, B*T) sequence."""
@@ -66,7 +77,8 @@ class LayerzooTitanModel(BaseModel):
         reference = build(load_spec(self.config.spec, self.config.overrides))
         values = dict(reference.named_parameters()) | dict(reference.named_buffers())
         with torch.no_grad():
-            for name, tensor in [*self.lm.named_parameters(), *self.lm.named_buffers()]:
+            for wrapped, tensor in [*self.lm.named_parameters(), *self.lm.named_buffers()]:
+                name = wrapped.replace(CHECKPOINT_WRAPPER, "")
                 if isinstance(tensor, DTensor):
                     mesh = tensor.device_mesh
                     tensor.copy_(distribute_tensor(values[name].to(mesh.device_type), mesh, tensor.placements))

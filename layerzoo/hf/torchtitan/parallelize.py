@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torchtitan.config import TORCH_DTYPE_MAP
+from torchtitan.distributed.fsdp import disable_fsdp_gradient_division
 
 from .model import LayerzooTitanModel
 
@@ -33,4 +34,5 @@ def parallelize_layerzoo(model: LayerzooTitanModel, *, parallel_dims, training, 
         for block in blocks:
             fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=True)
         fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=False)
+        disable_fsdp_gradient_division(model)  # torchtitan's loss is already divided by the global token count
     return model
