@@ -68,5 +68,7 @@ def trainer_config(spec_name: str, overrides: list[str] = ()) -> Trainer.Config:
                                 max_norm=settings.grad_clip if settings.grad_clip else float("inf")),
         parallelism=ParallelismConfig(spmd_backend="partial_dtensor"),
         metrics=MetricsProcessor.Config(log_freq=training.log_every),
-        checkpoint=CheckpointManager.Config(interval=training.checkpoint_every or training.steps),
+        # every checkpoint resumable, the last one too (torchtitan's default saves it model-only)
+        checkpoint=CheckpointManager.Config(interval=training.checkpoint_every or training.steps,
+                                            last_save_model_only=False),
     )

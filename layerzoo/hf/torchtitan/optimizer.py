@@ -20,7 +20,8 @@ def adamw_groups(model, settings: OptimizerConfig) -> OptimizersContainer.Config
     """Two AdamW groups over `model` (the CausalLM a LayerzooTitanModel holds as `lm`; on meta is enough): vectors without decay, the rest with."""
     vectors = [f"lm.{name}" for name, p in model.named_parameters() if p.requires_grad and p.dim() < 2]
     kwargs = {"lr": settings.lr, "betas": (settings.beta1, settings.beta2), "eps": 1e-8}
-    return OptimizersContainer.Config(param_groups=[
+    # foreach, as torch's AdamW defaults to and layerzoo train uses: the same updates to the last bit
+    return OptimizersContainer.Config(implementation="foreach", param_groups=[
         ParamGroupConfig(pattern="|".join(map(wrapped_name, vectors)), optimizer_name="AdamW",
                          optimizer_kwargs={**kwargs, "weight_decay": 0.0}),
         ParamGroupConfig(pattern=".*", optimizer_name="AdamW",

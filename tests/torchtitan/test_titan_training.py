@@ -1,0 +1,76 @@
+"""A spec under torchtitan (2 gloo processes, FSDP2): the losses `layerzoo train` logs on the same
+spec, seed and data; a resumed run continues them; its checkpoint becomes a Hugging Face folder
+whose logits are the checkpoint's weights' and whose tokenizer is the task's."""
+
+import json
+
+import pytest
+
+pytest.importorskip("torchtitan", reason="torchtitan is not installed (docs/training-at-scale.md says how)")
+
+import torch
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+from layerzoo.assemblies.build import build
+from layerzoo.cli import main
+from layerzoo.hf.errors import HFError
+from layerzoo.hf.torchtitan.export import export_checkpoint
+from layerzoo.mixers.window import set_window
+from tests.helpers.titan_runs import logged_losses, titan_train, write_spec
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """layerzoo train's 4 steps; torchtitan's first 2 (checkpointed) and then 2 more resumed."""
+    folder = tmp_path_factory.mktemp("titan")
+    cache = folder / "cache"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAYERZOO_CACHE", str(cache))
+        spec = write_spec(folder)
+        assert main(["train", str(spec), "--out", str(folder / "layerzoo"), "--no-progress"]) == 0
+        first = titan_train(spec, folder / "titan", "--checkpoint.enable", overrides=("training.steps=2",))
+        resumed = titan_train(spec, folder / "titan", "--checkpoint.enable")
+    layerzoo = [json.loads(line) for line in (folder / "layerzoo" / "metrics.jsonl").read_text().splitlines()]
+    return {"folder": folder, "spec": spec, "cache": cache, "first": first, "resumed": resumed,
+            "layerzoo": {row["step"]: row["loss"] for row in layerzoo if "loss" in row}}
+
+
+def test_losses_equal_layerzoo_trains(runs):
+    titan = logged_losses(runs["first"]) | logged_losses(runs["resumed"])
+    assert sorted(titan) == [1, 2, 3, 4]
+    for step, loss in runs["layerzoo"].items():  # logged to 5 decimals; fp32 sums in another order
+        assert titan[step] == pytest.approx(loss, abs=2e-5), step
+
+
+def test_the_second_run_resumes_from_the_checkpoint(runs):
+    assert "Loading the checkpoint from" in runs["resumed"]
+    assert sorted(logged_losses(runs["resumed"])) == [3, 4]
+
+
+def test_checkpoint_to_hugging_face_folder(runs, tmp_path, monkeypatch):
+    import layerzoo.hf  # noqa: F401 (registers the Auto classes)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    monkeypatch.setenv("LAYERZOO_CACHE", str(runs["cache"]))
+    checkpoint = runs["folder"] / "titan" / "checkpoint" / "step-4"
+    out = export_checkpoint(checkpoint, str(runs["spec"]), [], tmp_path / "hf")
+    folder_model = AutoModelForCausalLM.from_pretrained(out).eval()
+    # the checkpoint's weights read by torch's own converter, into layerzoo's model at the trained window
+    dcp_to_torch_save(checkpoint, tmp_path / "saved.pt")
+    saved = torch.load(tmp_path / "saved.pt", weights_only=False)
+    reference = build(runs["spec"]).eval()
+    set_window(reference, 16)
+    reference.load_state_dict({name.removeprefix("lm."): value for name, value in saved.items() if name.startswith("lm.")})
+    ids = AutoTokenizer.from_pretrained(out)("def total(self): return value", return_tensors="pt").input_ids
+    with torch.no_grad():
+        assert torch.equal(folder_model(ids).logits, reference(ids))
+    assert folder_model.generate(ids, max_new_tokens=4, do_sample=False).shape == (1, ids.shape[1] + 4)
+
+
+def test_a_checkpoint_of_another_spec_is_refused_in_one_line(runs, tmp_path, monkeypatch):
+    monkeypatch.setenv("LAYERZOO_CACHE", str(runs["cache"]))
+    checkpoint = runs["folder"] / "titan" / "checkpoint" / "step-4"
+    with pytest.raises(HFError, match="is not a checkpoint of") as error:
+        export_checkpoint(checkpoint, str(runs["spec"]), ["model.d_model=32"], tmp_path / "hf")
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "hf").exists()
