@@ -55,7 +55,7 @@ def titan_train(spec: Path, dump: Path, *flags: str, overrides: tuple[str, ...] 
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--local-ranks-filter", "0",
                "-m", "torchtitan.train", "--module", "layerzoo.hf.torchtitan", "--config", "layerzoo_spec",
                "--dump_folder", str(dump), "--metrics.log_freq", "1", *flags]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-4000:]
     return log

@@ -48,8 +48,9 @@ def test_the_second_run_resumes_from_the_checkpoint(runs):
 
 
 def test_checkpoint_to_hugging_face_folder(runs, tmp_path, monkeypatch):
-    import layerzoo.hf  # noqa: F401 (registers the Auto classes)
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    import layerzoo.hf  # noqa: F401 (registers the Auto classes)
 
     monkeypatch.setenv("LAYERZOO_CACHE", str(runs["cache"]))
     checkpoint = runs["folder"] / "titan" / "checkpoint" / "step-4"

@@ -8,8 +8,9 @@ Nothing is downloaded: the text task reads its local corpora and cached tokenize
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torchtitan.components.dataloader import BaseDataLoader

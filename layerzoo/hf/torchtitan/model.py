@@ -20,7 +20,6 @@ from ...specs import load_spec
 from ..errors import HFError
 from .flops import flops_per_token
 
-
 # what torchtitan's activation checkpointing inserts into the names of the blocks' weights
 CHECKPOINT_WRAPPER = "_checkpoint_wrapped_module."
 

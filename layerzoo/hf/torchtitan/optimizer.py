@@ -10,7 +10,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from torchtitan.components.optimizer import LRSchedulersContainer, OptimizersContainer, ParamGroupConfig
+from torchtitan.components.optimizer import (
+    LRSchedulersContainer,
+    OptimizersContainer,
+    ParamGroupConfig,
+)
 
 from ...training.config import OptimizerConfig
 from ...training.loop.schedules import learning_rate
