@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.helpers.text_corpus import document
+from tests.test_docs import DOCS, fenced_blocks
 
 PATCHES = Path(__file__).parent.parent / "torchtitan" / "cpu_patches"
 ROOT = Path(__file__).parent.parent.parent
@@ -50,11 +52,30 @@ def write_spec(folder: Path) -> Path:
 
 def titan_train(spec: Path, dump: Path, *flags: str, overrides: tuple[str, ...] = ()) -> str:
     """torchrun of 2 gloo processes training `spec` under torchtitan; returns rank 0's log."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PATCHES), str(ROOT)]), "LAYERZOO_SPEC": str(spec),
-           "LAYERZOO_SET": "\n".join(overrides), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--local-ranks-filter", "0",
                "-m", "torchtitan.train", "--module", "layerzoo.hf.torchtitan", "--config", "layerzoo_spec",
                "--dump_folder", str(dump), "--metrics.log_freq", "1", *flags]
+    return run(command, {"LAYERZOO_SPEC": str(spec), "LAYERZOO_SET": "\n".join(overrides)})
+
+
+def docs_train(spec: Path, dump: Path, overrides: tuple[str, ...]) -> str:
+    """The command of docs/training-at-scale.md's "Training a spec", run on `spec` with `overrides`,
+    2 processes (rank 0's log) and `dump` for its folder; returns rank 0's log."""
+    (command,) = [code for heading, language, code, _ in fenced_blocks(DOCS / "training-at-scale.md")
+                  if heading == "## Training a spec" and language == "bash"]
+    torchrun = f"{shlex.quote(sys.executable)} -m torch.distributed.run --nproc-per-node 2 --local-ranks-filter 0"
+    for written, here in (("swax-gdn-tiny", str(spec)),
+                          ('LAYERZOO_SET="training.window.schedule=fixed"', "LAYERZOO_SET=" + shlex.quote("\n".join(overrides))),
+                          ("torchrun --nproc-per-node 8", torchrun),
+                          ("runs/titan", str(dump))):
+        assert written in command, f"the page's command no longer says {written!r}"
+        command = command.replace(written, here)
+    return run(["bash", "-c", command.strip() + " --metrics.log_freq 1"], {})
+
+
+def run(command: list[str], env: dict[str, str]) -> str:
+    """`command` with the CPU patches and this checkout on PYTHONPATH; its output, asserting it succeeded."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PATCHES), str(ROOT)]), "OMP_NUM_THREADS": "1", **env}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
     log = done.stdout + done.stderr
     assert done.returncode == 0, log[-4000:]

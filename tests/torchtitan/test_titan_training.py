@@ -16,19 +16,20 @@ from layerzoo.cli import main
 from layerzoo.hf.errors import HFError
 from layerzoo.hf.torchtitan.export import export_checkpoint
 from layerzoo.mixers.window import set_window
-from tests.helpers.titan_runs import logged_losses, titan_train, write_spec
+from tests.helpers.titan_runs import docs_train, logged_losses, titan_train, write_spec
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """layerzoo train's 4 steps; torchtitan's first 2 (checkpointed) and then 2 more resumed."""
+    """layerzoo train's 4 steps; torchtitan's first 2 (checkpointed), by the docs page's command,
+    and then 2 more resumed."""
     folder = tmp_path_factory.mktemp("titan")
     cache = folder / "cache"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LAYERZOO_CACHE", str(cache))
         spec = write_spec(folder)
         assert main(["train", str(spec), "--out", str(folder / "layerzoo"), "--no-progress"]) == 0
-        first = titan_train(spec, folder / "titan", "--checkpoint.enable", overrides=("training.steps=2",))
+        first = docs_train(spec, folder / "titan", overrides=("training.steps=2",))
         resumed = titan_train(spec, folder / "titan", "--checkpoint.enable")
     layerzoo = [json.loads(line) for line in (folder / "layerzoo" / "metrics.jsonl").read_text().splitlines()]
     return {"folder": folder, "spec": spec, "cache": cache, "first": first, "resumed": resumed,
