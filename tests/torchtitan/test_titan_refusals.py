@@ -52,3 +52,13 @@ def test_a_stochastic_window_schedule_is_refused():
     with pytest.raises(HFError, match="training.window.schedule stochastic") as error:
         trainer_config("swax-gdn-tiny")
     one_line(error)
+
+
+def test_gradient_accumulation_is_refused_as_the_batch_would_be_drawn_wrong():
+    from layerzoo.hf.torchtitan.data import TaskDataLoader
+
+    loader = TaskDataLoader.Config(spec="swax-gdn-tiny")
+    with pytest.raises(HFError, match="not the spec's training.batch_size 32; gradient accumulation") as error:
+        loader.build(dp_world_size=2, dp_rank=0, tokenizer=None, seq_len=64, local_batch_size=8)
+    one_line(error)
+    loader.build(dp_world_size=2, dp_rank=1, tokenizer=None, seq_len=64, local_batch_size=16)

@@ -41,6 +41,10 @@ class TaskDataLoader(BaseDataLoader):
     def __init__(self, config: Config, *, dp_world_size: int, dp_rank: int, tokenizer: Any, seq_len: int,
                  local_batch_size: int, snapshot_every_n_steps: int | None = None):
         spec = load_spec(config.spec, config.overrides)
+        if local_batch_size * dp_world_size != spec.training.batch_size:  # step s must be one draw of the global batch
+            raise HFError(f"{local_batch_size} examples on each of {dp_world_size} data-parallel ranks are not the spec's "
+                          f"training.batch_size {spec.training.batch_size}; gradient accumulation under torchtitan "
+                          "is not supported yet: leave torchtitan's batch sizes as layerzoo_spec sets them")
         self.task, self.seed = spec_task(spec), spec.training.seed
         self.seq_len, self.batch_size, self.first = seq_len, local_batch_size, dp_rank * local_batch_size
         self.step = 0

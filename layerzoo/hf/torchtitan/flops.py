@@ -9,7 +9,8 @@ A product costs 2 FLOPs per weight or state element it reads, and training costs
 - a recurrent mixer (Gated DeltaNet, mLSTM, Mamba-2, KDA, ARMT memory): its state is read for the
   output and written by the update once per token: 2 * 2 * its state elements forward. Chunkwise
   kernels spend more inside a chunk; that is not counted, as the sequential form would not spend it.
-Both mixing terms come from the mixers' own `state_size(seq_len)` (keys and values for attention).
+The recurrent term takes the mixer's own `state_size(seq_len)` (its matrix memory, and its short
+convolutions' few inputs).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def flops_per_token(model: nn.Module, seq_len: int) -> int:
 
 def mixing_flops(mixer: nn.Module, seq_len: int) -> int:
     """Training FLOPs per token of one mixer's token mixing (see the module's docstring)."""
-    state = mixer.state_size(seq_len)
-    if isinstance(mixer, CausalAttention):  # the state is one key and one value per kv head; every query head reads them
-        return 3 * 2 * state * mixer.n_heads // mixer.n_kv_heads
-    return 3 * 2 * 2 * state
+    if isinstance(mixer, CausalAttention):
+        context = seq_len if mixer.window is None else min(mixer.window, seq_len)
+        return 3 * 2 * 2 * mixer.n_heads * mixer.head_dim * context
+    return 3 * 2 * 2 * mixer.state_size(seq_len)
