@@ -22,6 +22,7 @@ from torch import nn
 from ..blocks.meta import reset_unless_meta
 from ..blocks.norms import RMSNorm
 from ..blocks.projections import Linear
+from ..blocks.recompute import recomputed
 from ..blocks.short_conv import ShortConvolution
 from ..errors import OptionError
 from ..kernels.common.dtypes import upcast
@@ -116,9 +117,14 @@ class DeltaRuleLayer(Mixer):
         the state with its convolution caches advanced (the recurrent state is the caller's)."""
         streams = x.shape[0] if cu_seqlens is None else len(cu_seqlens) - 1
         state = self.init_state(streams) if state is None else state
-        q, q_conv = self._short_conv(self.q_conv1d, self.q_proj(x), state.q_conv, cu_seqlens)
-        k, k_conv = self._short_conv(self.k_conv1d, self.k_proj(x), state.k_conv, cu_seqlens)
-        v, v_conv = self._short_conv(self.v_conv1d, self.v_proj(x), state.v_conv, cu_seqlens)
+        return recomputed(self._activate_inputs, self.q_proj(x), self.k_proj(x), self.v_proj(x), state, cu_seqlens)
+
+    def _activate_inputs(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, state: GatedDeltaNetState,
+                         cu_seqlens: torch.Tensor | None):
+        """The projections (B, T, width) through the convolutions and the L2 norms: read_inputs' result."""
+        q, q_conv = self._short_conv(self.q_conv1d, q, state.q_conv, cu_seqlens)
+        k, k_conv = self._short_conv(self.k_conv1d, k, state.k_conv, cu_seqlens)
+        v, v_conv = self._short_conv(self.v_conv1d, v, state.v_conv, cu_seqlens)
         q = l2_normalize(q.unflatten(-1, (self.n_heads, self.head_dim)))
         k = l2_normalize(k.unflatten(-1, (self.n_heads, self.head_dim)))
         v = v.unflatten(-1, (self.n_heads, self.head_v_dim))
@@ -139,6 +145,11 @@ class DeltaRuleLayer(Mixer):
             identity(conv)
         self.b_proj.weight.zero_()
         self.A_log.zero_()
+
+    def gated_output(self, o: torch.Tensor, gate: torch.Tensor, activation) -> torch.Tensor:
+        """The kernel's output o (B, T, n_heads, head_v_dim) normed per head, times activation(gate)
+        (the same shape): (B, T, n_heads * head_v_dim), o_proj's input."""
+        return (self.o_norm(o) * activation(gate)).flatten(2)
 
     @staticmethod
     def _short_conv(conv: ShortConvolution | None, x: torch.Tensor, cache: torch.Tensor | None,
@@ -240,5 +251,5 @@ class GatedDeltaNet(DeltaRuleLayer):
             cu_seqlens=cu_seqlens,
         )
         gate = self.g_proj(x).unflatten(-1, (self.n_heads, self.head_v_dim))
-        y = self.o_proj((self.o_norm(o) * F.silu(gate)).flatten(2))
+        y = self.o_proj(recomputed(self.gated_output, o, gate, F.silu))
         return y, dataclasses.replace(state, recurrent=recurrent)

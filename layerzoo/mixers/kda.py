@@ -25,6 +25,7 @@ from torch import nn
 from ..blocks.meta import reset_unless_meta
 from ..blocks.norms import RMSNorm
 from ..blocks.projections import Linear
+from ..blocks.recompute import recomputed
 from ..blocks.short_conv import ShortConvolution
 from ..kernels.common.dtypes import upcast
 from ..kernels.kda import BACKENDS, kda
@@ -116,5 +117,5 @@ class KimiDeltaAttention(DeltaRuleLayer):
             cu_seqlens=cu_seqlens,
         )
         gate = self.g_proj(x).unflatten(-1, (self.n_heads, self.head_v_dim))
-        y = self.o_proj((self.o_norm(o) * gate.sigmoid()).flatten(2))
+        y = self.o_proj(recomputed(self.gated_output, o, gate, torch.sigmoid))
         return y, dataclasses.replace(state, recurrent=recurrent)
