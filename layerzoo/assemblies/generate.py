@@ -65,8 +65,9 @@ def generate(model, input_ids: torch.Tensor, max_new_tokens: int, *, temperature
     chunk = prefill_chunk_size or input_ids.shape[1]
     masks = [None] * len(input_ids.split(chunk, dim=1)) if attention_mask is None else attention_mask.split(chunk, dim=1)
     for piece, mask in zip(input_ids.split(chunk, dim=1), masks):
-        logits, state = model(piece, state=state, return_state=True, attention_mask=mask)
-        last = _last_real(logits, mask, last)
+        keep = _tail_to_read(mask, piece.shape[1])  # the head's logits of every prompt token: a waste
+        logits, state = model(piece, state=state, return_state=True, attention_mask=mask, logits_to_keep=keep)
+        last = _last_real(logits, None if mask is None else mask[:, mask.shape[1] - keep:], last)
     tokens = [input_ids]
     stopped = None  # (B, 1): the end token each row stopped at, -1 while it goes on
     for _ in range(max_new_tokens):
@@ -145,6 +146,18 @@ def check_integer(name: str, value: Any, minimum: int, alternative: str = "") ->
 def is_number(value: Any) -> bool:
     """A real number (an int or a float, not a bool)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _tail_to_read(mask: torch.Tensor | None, length: int) -> int:
+    """How many of a piece's last positions hold every row's last real token (1 without a mask;
+    all of them where no row has one)."""
+    if mask is None:
+        return 1
+    real = mask.bool()
+    if not bool(real.any()):
+        return length
+    last = length - 1 - real.flip(1).int().argmax(dim=1)
+    return length - int(last[real.any(dim=1)].min())
 
 
 def _last_real(logits: torch.Tensor, mask: torch.Tensor | None, last: torch.Tensor | None) -> torch.Tensor:

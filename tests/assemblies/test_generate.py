@@ -1,5 +1,5 @@
 """Sampling temperatures: a bad one is a one-line error; a positive one, however small, samples.
-Generating from a state continues it."""
+Generating from a state continues it. Reading the prompt asks the head for the logits it uses only."""
 
 import pytest
 import torch
@@ -32,6 +32,25 @@ def test_generating_from_a_state_continues_the_rows_it_holds(model):
     with torch.no_grad():
         _, state = model(prompt[:, :6], return_state=True)
     assert torch.equal(model.generate(prompt[:, 6:], 5, state=state), model.generate(prompt, 5)[:, 6:])
+
+
+@pytest.mark.parametrize(("mask", "kept"), [
+    (None, [1, 1, 1]),
+    (torch.tensor([[1] * 9, [1] * 9]), [1, 1, 1]),
+    (torch.tensor([[1] * 9, [1] * 4 + [0] * 5]), [1, 3, 1]),  # row 1 ends mid-piece, then has no real token
+])
+def test_reading_the_prompt_keeps_the_logits_of_each_rows_last_token_only(model, monkeypatch, mask, kept):
+    asked = []
+    forward = model.forward
+
+    def spy(*args, logits_to_keep=0, **kwargs):
+        asked.append(logits_to_keep)
+        return forward(*args, logits_to_keep=logits_to_keep, **kwargs)
+
+    monkeypatch.setattr(model, "forward", spy)
+    prompt = torch.randint(0, 256, (2, 9), generator=torch.Generator().manual_seed(4))
+    model.generate(prompt, 2, prefill_chunk_size=3, attention_mask=mask)
+    assert asked[:3] == kept
 
 
 @pytest.mark.parametrize("token", [256, 10**6, -1])

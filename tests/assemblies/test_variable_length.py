@@ -44,8 +44,6 @@ def test_a_padded_batch_gives_each_row_its_logits_alone(model, lengths, seed, si
 
 @pytest.mark.parametrize("keep", [1, 3])
 def test_logits_to_keep_gives_the_last_columns_of_a_padded_batch(model, keep):
-    if isinstance(model, layerzoo.ARMT):
-        pytest.skip("logits_to_keep is the causal LM's (transformers' generate asks for it); ARMT has none")
     batch, mask = padded_batch(prompts_of([6, 2, 4], model.config.vocab_size, seed=3), "left")
     with torch.no_grad():
         assert_close(model(batch, attention_mask=mask, logits_to_keep=keep), model(batch, attention_mask=mask)[:, -keep:])
@@ -74,10 +72,11 @@ def test_left_padded_prompts_generate_what_each_generates_alone(model, prefill_c
         assert torch.equal(generated[index, batch.shape[1]:], alone[0, len(prompt):]), f"row {index}"
 
 
-def test_right_padded_prompts_continue_from_their_last_real_token(model):
-    prompts = prompts_of([2, 6], model.config.vocab_size, seed=2)
+@pytest.mark.parametrize("prefill_chunk_size", [None, 3])
+def test_right_padded_prompts_continue_from_their_last_real_token(model, prefill_chunk_size):
+    prompts = prompts_of([2, 6, 4], model.config.vocab_size, seed=2)
     batch, mask = padded_batch(prompts, "right")
-    generated = model.generate(batch, 5, attention_mask=mask)
+    generated = model.generate(batch, 5, attention_mask=mask, prefill_chunk_size=prefill_chunk_size)
     for index, prompt in enumerate(prompts):
         assert torch.equal(generated[index, batch.shape[1]:], model.generate(prompt[None], 5)[0, len(prompt):])
 

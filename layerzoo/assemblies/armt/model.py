@@ -146,7 +146,7 @@ class ARMT(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, state: ARMTState | ARMTStreams | None = None, return_state: bool = False,
                 labels: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
-                cu_seqlens: torch.Tensor | None = None):
+                cu_seqlens: torch.Tensor | None = None, logits_to_keep: int = 0):
         """The logits (or the loss) over all segments of input_ids, continuing `state`.
 
         Args:
@@ -160,9 +160,11 @@ class ARMT(nn.Module):
             attention_mask: (B, T) of 1 at real tokens and 0 at padding: each row runs alone, its
                 logits 0 at padding. Not with cu_seqlens.
             cu_seqlens: (N + 1,) offsets of N sequences packed into one row (B = 1), each run alone.
+            logits_to_keep: K > 0: the logits of the last K positions only (each segment still
+                computes its own); 0: all.
 
         Returns:
-            logits (B, T, vocab_size) in the base model's dtype, or with labels the 0-d mean loss
+            logits (B, T, vocab_size) (K positions with logits_to_keep) in the base model's dtype, or with labels the 0-d mean loss
                 (fp32); with return_state, (result, state): an ARMTState, or ARMTStreams (one
                 ARMTState per sequence) with attention_mask, cu_seqlens or ARMTStreams given.
 
@@ -177,7 +179,8 @@ class ARMT(nn.Module):
                                  "ARMTStreams")
             if attention_mask is not None and cu_seqlens is not None:
                 raise ValueError("ARMT: pass attention_mask or cu_seqlens, not both")
-            return self._forward_rows(input_ids, state, return_state, attention_mask, cu_seqlens)
+            result = self._forward_rows(input_ids, state, return_state, attention_mask, cu_seqlens)
+            return (_tail(result[0], logits_to_keep), result[1]) if return_state else _tail(result, logits_to_keep)
         self._check_inputs(input_ids, state, labels)
         state = state or self.init_state(input_ids.shape[0])
         targets = None if labels is None else F.pad(labels[:, 1:], (0, 1), value=IGNORE_INDEX)
@@ -202,7 +205,7 @@ class ARMT(nn.Module):
             filled = 0 if complete else filled + end - start
         new_state = ARMTState(memory, cache, filled)
         if labels is None:
-            result = torch.cat(outputs, dim=1)
+            result = _tail(torch.cat(outputs, dim=1), logits_to_keep)
         else:
             total, count = (torch.stack(parts).sum(0) for parts in zip(*outputs))
             result = total / count.clamp_min(1)
@@ -339,3 +342,9 @@ class ARMT(nn.Module):
         return {name: tensor for name, tensor in self.state_dict().items() if not name.startswith("base.")}
 
     generate = generate
+
+
+
+def _tail(logits: torch.Tensor, keep: int) -> torch.Tensor:
+    """logits (B, T, V) -> those of the last `keep` positions (B, keep, V); 0: all of them."""
+    return logits[:, logits.shape[1] - keep:] if keep else logits
