@@ -19,9 +19,9 @@ import torch
 
 from ..hf.export import export_model
 from ..hf.quiet import no_transformers_bars
-from ..training.parallel.distributed import teardown
 from ..training.distill.config import distillation_spec
 from ..training.distill.run import MODEL_FOLDER, DistillResult, distill
+from ..training.parallel.distributed import teardown
 from .conversion import Conversion
 
 
