@@ -217,7 +217,7 @@ def distill_steps(folder: Path, ids: torch.Tensor):
     alignment loss and stage 2's KL to the teacher on ids (B, T + 1), each with its backward."""
     from layerzoo.convert import Conversion
     from layerzoo.tasks import Batch
-    from layerzoo.training.objectives.alignment import alignment_loss
+    from layerzoo.training.objectives.alignment import alignment_sums
     from layerzoo.training.objectives.divergence import batch_divergence
 
     conversion = Conversion.load(folder)
@@ -228,7 +228,8 @@ def distill_steps(folder: Path, ids: torch.Tensor):
         student.requires_grad_(False)
         for layer in layers:
             student.blocks[layer].mixer.requires_grad_(True)
-        alignment_loss(teacher, student, layers, batch)[0].backward()
+        errors, count = alignment_sums(teacher, student, layers, batch)
+        (sum(errors.values()) / (len(errors) * count)).backward()
         student.zero_grad(set_to_none=True)
 
     def end_to_end():

@@ -12,7 +12,7 @@ from .arguments import add_overrides
 def add_parser(commands, name: str) -> None:
     parser = commands.add_parser(name, help="distil a converted model from its teacher (per-layer alignment, then KL end "
                                             "to end), measure its reliance on its recurrent layers, and write it as a "
-                                            "transformers folder")
+                                            "transformers folder (torchrun: data and context parallel)")
     parser.add_argument("converted", help="a folder `layerzoo convert` wrote")
     parser.add_argument("--out", required=True, metavar="RUN_DIR",
                         help="the run folder: spec.yaml, a folder per stage, reports, the student in model/")

@@ -21,6 +21,7 @@ from ..hf.export import export_model
 from ..hf.quiet import no_transformers_bars
 from ..training.distill.config import distillation_spec
 from ..training.distill.run import MODEL_FOLDER, DistillResult, distill
+from ..training.parallel.distributed import teardown
 from .conversion import Conversion
 
 
@@ -30,7 +31,8 @@ def distill_folder(converted: str | Path, out: str | Path, config: str | Path | 
     """Distil the conversion in folder `converted` into the run folder `out` (config: a YAML file
     with a `distill:` section or its mapping; overrides: `distill.KEY=VALUE` strings) and write
     the final student to out/model; returns the run's result. Without progress, transformers'
-    own bars (loading and writing the folders) are off too."""
+    own bars (loading and writing the folders) are off too. Under torchrun every process loads the
+    conversion and distils (distill's ranks), rank 0 writes the student, and each leaves the group."""
     with contextlib.ExitStack() as holding:  # the run folder stays locked until the student is written
         if not progress:
             holding.enter_context(no_transformers_bars())
@@ -39,8 +41,12 @@ def distill_folder(converted: str | Path, out: str | Path, config: str | Path | 
         result = distill(conversion, spec, out, resume=resume, overwrite=overwrite, progress=progress, device=device,
                          holding=holding)
         model_dir = result.run_dir / MODEL_FOLDER
-        shutil.rmtree(model_dir, ignore_errors=True)  # a resumed run's earlier student
-        export_model(result.student.cpu(), result.run_dir, model_dir)
-    if progress:
+        try:
+            if result.context.is_main:
+                shutil.rmtree(model_dir, ignore_errors=True)  # a resumed run's earlier student
+                export_model(result.student.cpu(), result.run_dir, model_dir)
+        finally:
+            teardown(result.context)
+    if progress and result.context.is_main:
         print(f"wrote the student to {model_dir}; load it with `import layerzoo.hf` and AutoModelForCausalLM.from_pretrained")
     return result

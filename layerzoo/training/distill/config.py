@@ -45,8 +45,9 @@ OWN_DATA_KEYS = {"tokenizer": "the text is read with the teacher's own tokenizer
                  "split": "training reads the training split, the held-out measures the held-out one"}
 LORA_MODULES = ("mixer", "ffn")
 
-# The keys a resumed distillation may change: how often it logs and checkpoints, and its held-out measures.
-RESUME_MAY_CHANGE = ("log_every", "checkpoint_every", "keep_checkpoints", "eval")
+# The keys a resumed distillation may change: how often it logs and checkpoints, its held-out
+# measures, and how many ranks share each sequence (rounding only).
+RESUME_MAY_CHANGE = ("log_every", "checkpoint_every", "keep_checkpoints", "eval", "context")
 
 
 @dataclass(frozen=True)
@@ -121,14 +122,16 @@ class DistillConfig(Section):
     log_every: int = option(10, min=1, help="steps between metrics.jsonl records")
     checkpoint_every: int | None = option(500, min=1, help="steps between checkpoints (null: at a stage's end only)")
     keep_checkpoints: int | None = option(2, min=1, help="the newest K checkpoints of a stage kept (null: all)")
-    context: int = option(1, min=1, help="context parallelism: 1 only, as distillation runs in one process")
+    context: int = option(1, min=1, help="context parallelism under torchrun: K consecutive ranks share each sequence, "
+                          "a piece each (K divides the number of processes)")
 
     def validate(self) -> None:
-        if self.context > 1:  # its loop holds teacher, student and the alignment hooks in one process, no ranks
-            raise OptionError("context", f"{self.context}: layerzoo distill runs in one process, with no ranks to "
-                                         "share a sequence over; distil at context 1 (layerzoo train has training.context)")
         if self.align is None and self.end_to_end is None:
             raise OptionError("", "both stages are null: nothing to distil (give align, end_to_end or both)")
+        for name, stage in self.stages():  # every rank of a context group holds a token or more of each sequence
+            if stage.seq_len < self.context:
+                raise OptionError(f"{name}.seq_len", f"{stage.seq_len} tokens cannot be split over context {self.context}: "
+                                                     f"each rank's piece needs a token; give at least {self.context}")
         for key, reason in OWN_DATA_KEYS.items():
             if key in self.data:
                 raise OptionError(f"data.{key}", f"not set here: {reason}")

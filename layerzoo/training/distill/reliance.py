@@ -18,6 +18,7 @@ from torch import nn
 
 from ...tasks import Task
 from ..objectives.divergence import heldout_divergence
+from ..parallel.distributed import Context
 
 RECURRENT = "linear_attention"  # the layer_type of the recurrent mixers (transformers' name)
 
@@ -45,8 +46,8 @@ def zeroed(model: nn.Module, layer: int) -> Iterator[None]:
 
 def reliance(model: nn.Module, task: Task, seq_len: int, *, teacher: nn.Module | None = None,
              layers: Sequence[int] | None = None, samples: int = 16, batch_size: int = 8, seed: int = 0,
-             device: torch.device | str = "cpu", autocast=contextlib.nullcontext(), progress: bool = False
-             ) -> dict[str, Any]:
+             device: torch.device | str = "cpu", autocast=contextlib.nullcontext(), progress: bool = False,
+             context: Context | None = None) -> dict[str, Any]:
     """The held-out loss (nats per token) and KL to `teacher` (None without one) of `model`
     (a CausalLM) intact, and with each of `layers` (default: every recurrent layer) zeroed in turn,
     on `samples` seeded sequences of seq_len tokens of `task`'s split.
@@ -54,7 +55,8 @@ def reliance(model: nn.Module, task: Task, seq_len: int, *, teacher: nn.Module |
     Returns {"seq_len", "samples", "intact": {"loss", "kl"}, "layers": [{"layer", "mixer", "loss",
     "kl", "loss_increase", "kl_increase"}, ...]}: each increase is the zeroed value minus the intact
     one (None for the KL without a teacher). autocast: the context every forward runs in (bf16
-    autocast, precision.py). progress: a bar on stderr counting the forwards.
+    autocast, precision.py). progress: a bar on stderr counting the forwards. context: the ranks the
+    sequences split over, each on its device (None: this process alone, on `device`).
     """
     layers = recurrent_layers(model) if layers is None else list(layers)
     for layer in layers:
@@ -64,7 +66,7 @@ def reliance(model: nn.Module, task: Task, seq_len: int, *, teacher: nn.Module |
                 **{str(layer): (lambda layer=layer: zeroed(model, layer)) for layer in layers}}
     scores = heldout_divergence(model, teacher, task, seq_len, samples, seed, batch_size=batch_size,
                                 variants=variants, device=device, autocast=autocast,
-                                progress="reliance" if progress else None)
+                                progress="reliance" if progress else None, context=context)
     intact = scores["intact"]
     rows = []
     for layer in layers:
@@ -93,19 +95,22 @@ def format_reliance(result: dict[str, Any]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def reliance_report(model: nn.Module, task: Task, seq_len: int, out_dir: str | Path, *, teacher: nn.Module | None = None,
-                    samples: int = 16, batch_size: int = 8, seed: int = 0, device: torch.device | str = "cpu",
-                    autocast=contextlib.nullcontext(), echo: Callable[[str], Any] | None = print) -> dict[str, Any]:
-    """Measure reliance (every recurrent layer zeroed in turn), write <out_dir>/reliance.json, and
-    echo the table (None: silently, and no progress bar); returns the measure."""
+def reliance_report(model: nn.Module, task: Task, seq_len: int, out_dir: str | Path | None, *,
+                    teacher: nn.Module | None = None, samples: int = 16, batch_size: int = 8, seed: int = 0,
+                    device: torch.device | str = "cpu", autocast=contextlib.nullcontext(),
+                    echo: Callable[[str], Any] | None = print, context: Context | None = None) -> dict[str, Any]:
+    """Measure reliance (every recurrent layer zeroed in turn; context: as reliance's), write
+    <out_dir>/reliance.json (None: not written, on a rank other than 0), and echo the table (None:
+    silently, and no progress bar); returns the measure."""
     if echo is not None:  # before the measure, which runs a forward per recurrent layer and batch
         echo(f"reliance: held-out loss and KL to the teacher with each recurrent layer's mixer output zeroed "
              f"({samples} sequences of {seq_len} tokens):")
     result = reliance(model, task, seq_len, teacher=teacher, samples=samples, batch_size=batch_size, seed=seed,
-                      device=device, autocast=autocast, progress=echo is not None)
-    path = Path(out_dir) / "reliance.json"
-    path.write_text(json.dumps(result, indent=1))
+                      device=device, autocast=autocast, progress=echo is not None, context=context)
+    if out_dir is not None:
+        (Path(out_dir) / "reliance.json").write_text(json.dumps(result, indent=1))
     if echo is not None:
         echo(format_reliance(result))
-        echo(f"wrote {path}")
+        if out_dir is not None:
+            echo(f"wrote {Path(out_dir) / 'reliance.json'}")
     return result

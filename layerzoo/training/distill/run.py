@@ -35,7 +35,11 @@ from ..errors import TrainingError
 from ..loop.loop import LoopSettings, run_loop
 from ..loop.schedules import WindowSchedule
 from ..objectives.alignment import exact_layers
-from ..objectives.distillation import Alignment, DistillationStage, EndToEnd
+from ..objectives.batches import LOCAL
+from ..objectives.distillation import Alignment, DistillationStage, EndToEnd, rank_examples
+from ..parallel import distributed
+from ..parallel.context import ContextGroup
+from ..parallel.context.group import check_context_size
 from ..precision import autocast_for, resolved_precision
 from ..runs.checkpoint import load_weights
 from ..runs.folder import check_run_folder, run_bytes, start_run_folder
@@ -63,7 +67,8 @@ class DistillResult:
     student: nn.Module  # the final student: a plain CausalLM (LoRA merged), SWA layers at the long window
     spec: Spec
     task: Task  # the text on its held-out split
-    report: dict[str, Any]  # what distill-report.json holds
+    report: dict[str, Any] | None  # what distill-report.json holds (None on ranks other than 0, which write nothing)
+    context: distributed.Context  # this process's rank under torchrun (leave its group with distributed.teardown)
 
 
 def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = False, overwrite: bool = False,
@@ -79,6 +84,10 @@ def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = 
     student is trained in place; the teacher is frozen and left as it is. device None: CUDA when
     there is a GPU, else the CPU. The folder is locked while the run writes it (FolderInUse for a
     second run into it); `holding` keeps it locked until that stack closes (the final export).
+
+    Under torchrun, every process calls it with the same conversion: the ranks split each step's
+    batch (in groups of distill.context ranks that share each sequence, a piece each), each on its
+    own device, and step as one process does; rank 0 alone writes the folder.
     """
     if resume and overwrite:
         raise TrainingError("resume and overwrite exclude each other: continue the run, or replace it")
@@ -89,17 +98,25 @@ def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = 
     check_pair(teacher, student, converted, spec)
     if config.end_to_end is not None and config.end_to_end.lora is not None:
         require_peft()  # before anything runs: not after stage 1's hours
+    context = run_context(device)
+    check_context_size(config.context, context.world_size)
+    for name, settings in config.stages():  # a batch that does not split fails before anything is written
+        rank_examples(name, settings.batch_size, context, config.context)
+    progress = progress and context.is_main  # one rank reports
     if config.window.long is not None:  # stage 1, and the student saved, at the long window
         set_window(student, config.window.long)
     aligned = aligned_layers(teacher, student, converted, config, echo=print if progress else None)
     task = text_task(config, conversion.tokenizer_folder, spec.model.vocab_size)
     run_dir = Path(run_dir)
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = context.device
     precision = resolved_precision(config.precision, device)
     autocast = autocast_for(precision, device)
     with contextlib.ExitStack() as held:
-        (held if holding is None else holding).enter_context(hold(run_dir, "layerzoo distill"))
-        check_run_folder(run_dir, resume, overwrite, DISTILL_FILES)
+        if context.is_main:  # the rank that writes the folder holds it for all
+            (held if holding is None else holding).enter_context(hold(run_dir, "layerzoo distill"))
+        check_run_folder(run_dir, resume, overwrite, DISTILL_FILES)  # on every rank, before any rank writes
+        distributed.barrier(context)
+        group = ContextGroup.from_world(config.context) if config.context > 1 else None
         stages = config.stages()
         first = resume_stage(run_dir, [name for name, _ in stages]) if resume else 0
         task.prepare(progress=progress)
@@ -109,33 +126,45 @@ def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = 
         student.to(device)
         needed = max((stage_checkpoint_bytes(name, settings, student, aligned) for name, settings in stages[first:]),
                      default=0)
-        check_room(run_dir, needed - (run_bytes(run_dir, DISTILL_FILES) if overwrite else 0))
-        start_run_folder(run_dir, spec, overwrite, task.tokenizer_files(), DISTILL_FILES)
+        if context.is_main:
+            check_room(run_dir, needed - (run_bytes(run_dir, DISTILL_FILES) if overwrite else 0))
+            start_run_folder(run_dir, spec, overwrite, task.tokenizer_files(), DISTILL_FILES)
         for name, settings in stages[:first]:  # finished: what each trained, over the conversion's student
-            load_finished(run_dir / name, settings.steps, spec, student)
+            load_finished(run_dir / name, settings.steps, spec, student, report=context.is_main)
         for index, (name, settings) in enumerate(stages[first:], first):
-            stage = make_stage(name, settings, teacher, student, aligned, config, task, eval_task, device, autocast)
+            stage = make_stage(name, settings, teacher, student, aligned, config, task, eval_task, autocast, context,
+                               group)
             checkpoint = None
             if resume and index == first:
                 checkpoint = newest_usable(run_dir / name, lambda folder: read_for_resume(
-                    folder, spec, stage.model, "distill", RESUME_MAY_CHANGE))
+                    folder, spec, stage.model, "distill", RESUME_MAY_CHANGE), report=context.is_main)
                 load_weights(checkpoint, stage.model, partial=True)
             windows = WindowSchedule(config.window, settings.steps, config.seed) if name == "end_to_end" else None
             run_loop(stage, run_dir / name, spec, stage_settings(name, settings, config), windows=windows,
-                     window_model=student, checkpoint=checkpoint, progress=progress)
+                     window_model=student, checkpoint=checkpoint, context=context, progress=progress)
             student = merged(stage.model) if stage.model is not student else student
-            plot_runs([run_dir / name], run_dir / f"loss-{name}.png", LOSS_LABELS[name])
+            if context.is_main:
+                plot_runs([run_dir / name], run_dir / f"loss-{name}.png", LOSS_LABELS[name])
         student.requires_grad_(True)
-        measured = reliance_report(student, eval_task, stages[-1][1].seq_len, run_dir, teacher=teacher,
-                                   samples=config.eval.reliance_samples or config.eval.samples,
+        measured = reliance_report(student, eval_task, stages[-1][1].seq_len, run_dir if context.is_main else None,
+                                   teacher=teacher, samples=config.eval.reliance_samples or config.eval.samples,
                                    batch_size=config.eval.batch_size, seed=heldout_seed(config.seed),
-                                   device=device, autocast=autocast, echo=print if progress else None)
-        report = write_report(run_dir, conversion, stages, measured, precision)
+                                   autocast=autocast, context=context, echo=print if progress else None)
+        report = write_report(run_dir, conversion, stages, measured, precision) if context.is_main else None
     if progress:
         tokens = report["tokens"]
         print(f"distilled on {tokens['total']:,} tokens ("
               + ", ".join(f"{name} {tokens[name]:,}" for name, _ in stages) + f"); wrote {run_dir / 'distill-report.json'}")
-    return DistillResult(run_dir, student, spec, eval_task, report)
+    return DistillResult(run_dir, student, spec, eval_task, report, context)
+
+
+def run_context(device: torch.device | str | None) -> distributed.Context:
+    """torchrun's process group joined, each rank on its own device; in one process, on `device`
+    (None: CUDA when there is a GPU, else the CPU)."""
+    context = distributed.setup()
+    if context.distributed or device is None:
+        return context
+    return dataclasses.replace(context, device=torch.device(device))
 
 
 def check_pair(teacher: nn.Module, student: nn.Module, converted: tuple[int, ...], spec: Spec) -> None:
@@ -203,11 +232,12 @@ def resume_stage(run_dir: Path, names: list[str]) -> int:
     raise TrainingError(f"{run_dir}: no checkpoint to resume from; start over with --overwrite")
 
 
-def load_finished(folder: Path, steps: int, spec: Spec, student: nn.Module) -> None:
+def load_finished(folder: Path, steps: int, spec: Spec, student: nn.Module, report: bool = True) -> None:
     """The parameters a finished stage trained, from its last checkpoint, into the student (the
     student itself: only the last stage wraps it in LoRA adapters); a one-line TrainingError when
-    its newest usable checkpoint is not its last step."""
-    checkpoint = newest_usable(folder, lambda path: read_for_resume(path, spec, student, "distill", RESUME_MAY_CHANGE))
+    its newest usable checkpoint is not its last step. report: unusable checkpoints reported."""
+    checkpoint = newest_usable(folder, lambda path: read_for_resume(path, spec, student, "distill", RESUME_MAY_CHANGE),
+                               report)
     if checkpoint is None or checkpoint.step != steps:
         newest = "no usable checkpoint" if checkpoint is None else f"step {checkpoint.step} of {steps} as its newest"
         raise TrainingError(f"{folder}: has {newest}, and the stage after it started from its last step; start over "
@@ -217,16 +247,18 @@ def load_finished(folder: Path, steps: int, spec: Spec, student: nn.Module) -> N
 
 def make_stage(name: str, settings: AlignConfig | EndToEndConfig, teacher: nn.Module, student: nn.Module,
                aligned: tuple[int, ...], config: DistillConfig, task: Task, eval_task: Task,
-               device: torch.device, autocast=contextlib.nullcontext()) -> DistillationStage:
+               autocast=contextlib.nullcontext(), context: distributed.Context = LOCAL,
+               group: ContextGroup | None = None) -> DistillationStage:
     """The objective of stage `name`: stage 1 trains the `aligned` layers' mixers only; stage 2 the
     whole student, or LoRA adapters (drawn from the run's seed, so a resumed run draws the same
     ones) on its projections. The stage's RNG starts from the run's seed and the stage's name (a
     resumed stage's from its checkpoint), as a training run's from its seed, so that what a run
-    draws (dropout) never depends on what the process did before it. Its forwards run in `autocast`."""
+    draws (dropout) never depends on what the process did before it. Its forwards run in `autocast`,
+    on context's device, its batch split over context's ranks and group's pieces (objectives/distillation.py)."""
     torch.manual_seed(example_seed(config.seed, name))
     common = dict(task=task, eval_task=eval_task, seed=config.seed, batch_size=settings.batch_size,
                   heldout_seed=heldout_seed(config.seed), samples=config.eval.samples,
-                  eval_batch_size=config.eval.batch_size, device=device, autocast=autocast)
+                  eval_batch_size=config.eval.batch_size, autocast=autocast, context=context, group=group)
     if name == "align":
         return Alignment(student, teacher, aligned, settings.seq_len, **common)
     student.requires_grad_(True)

@@ -25,6 +25,9 @@ from torch import nn
 
 from ...mixers.attention import CausalAttention
 from ...tasks import Batch
+from ..parallel.context import ContextGroup, Pieces, context_parallel
+from ..parallel.context.batches import piece_of
+from ..parallel.distributed import Context, all_sum
 from .batches import evaluating, forward_batch, heldout_batches, local, uncompiled
 
 # What attention options may differ without changing what a layer computes on sequences its window
@@ -96,42 +99,64 @@ def teacher_calls(teacher: nn.Module, layers: Sequence[int], batch: Batch,
     return dict(calls)
 
 
-def alignment_errors(student: nn.Module, calls: dict[int, MixerCall], autocast=contextlib.nullcontext()
-                     ) -> dict[int, torch.Tensor]:
-    """{layer: mean squared error (0-d, fp32, differentiable in the student's mixer)} between the
-    student's mixer of that layer run (in `autocast`) on the teacher's recorded input and the
-    teacher's recorded output."""
+def alignment_errors(student: nn.Module, calls: dict[int, MixerCall], autocast=contextlib.nullcontext(),
+                     reduction: str = "mean") -> dict[int, torch.Tensor]:
+    """{layer: squared error (0-d, fp32, differentiable in the student's mixer), its mean over the
+    elements or (reduction "sum") their sum} between the student's mixer of that layer run (in
+    `autocast`) on the teacher's recorded input and the teacher's recorded output."""
     errors = {}
     for layer, call in calls.items():
         with autocast:
             y = student.blocks[layer].mixer(call.x, cu_seqlens=call.cu_seqlens)
-        errors[layer] = F.mse_loss(y.float(), call.y.float())
+        errors[layer] = F.mse_loss(y.float(), call.y.float(), reduction=reduction)
     return errors
 
 
-def alignment_loss(teacher: nn.Module, student: nn.Module, layers: Sequence[int], batch: Batch,
-                   autocast=contextlib.nullcontext()) -> tuple[torch.Tensor, dict[str, float]]:
-    """Stage 1's loss on a batch: the mean over layers of their alignment errors (0-d), and each
-    layer's error to log as mse_layer<i>; every forward in `autocast` (bf16 autocast, precision.py)."""
-    errors = alignment_errors(student, teacher_calls(teacher, layers, batch, autocast), autocast)
-    loss = torch.stack(list(errors.values())).mean()
-    return loss, {f"mse_layer{layer}": error.item() for layer, error in errors.items()}
+def piece_call(call: MixerCall, pieces: Pieces) -> MixerCall:
+    """The call cut to this rank's piece: x and y (B, T_piece, d_model), the piece's cu_seqlens."""
+    return MixerCall(pieces.slice(call.x).contiguous(), pieces.slice(call.y), pieces.local_cu_seqlens(call.x.device))
+
+
+def alignment_sums(teacher: nn.Module, student: nn.Module, layers: Sequence[int], batch: Batch,
+                   autocast=contextlib.nullcontext(), group: ContextGroup | None = None
+                   ) -> tuple[dict[int, torch.Tensor], int]:
+    """Stage 1 on a batch: ({layer: summed squared error of its mixer's output (0-d, fp32,
+    differentiable in the student's mixer)}, the elements each layer's sum runs over); every
+    forward in `autocast` (bf16 autocast, precision.py).
+
+    group: a context group: the teacher runs the whole batch (its rows the same on every member),
+    each student mixer this rank's piece of the teacher's input under context_parallel, and the
+    sums run over the piece (sum them, and their gradients, over the group)."""
+    calls = teacher_calls(teacher, layers, batch, autocast)
+    split = contextlib.nullcontext()
+    if group is not None:
+        pieces = piece_of(batch, group)[1]
+        calls = {layer: piece_call(call, pieces) for layer, call in calls.items()}
+        split = context_parallel(student, pieces)
+    with split:
+        errors = alignment_errors(student, calls, autocast, reduction="sum")
+    return errors, next(iter(calls.values())).y.numel()
 
 
 @torch.no_grad()
 @uncompiled
 def heldout_alignment(teacher: nn.Module, student: nn.Module, layers: Sequence[int], task, seq_len: int, samples: int,
                       seed: int, *, batch_size: int = 8, device: torch.device | str = "cpu",
-                      autocast=contextlib.nullcontext()) -> dict[str, float]:
+                      autocast=contextlib.nullcontext(), context: Context | None = None) -> dict[str, float]:
     """Each layer's alignment error on `samples` seeded held-out sequences (mse_layer<i>, weighted by
-    tokens) and their mean over layers ("loss"), every forward in `autocast`."""
+    tokens) and their mean over layers ("loss"), every forward in `autocast`. context: the ranks
+    the sequences split over, each on its device (None: this process alone, on `device`)."""
+    context = local(device) if context is None else context
     sums = {layer: 0.0 for layer in layers}
     tokens = 0
     with evaluating(teacher, student):
-        for batch, _ in heldout_batches(task, seq_len, samples, seed, batch_size=batch_size, context=local(device)):
+        for batch, counts in heldout_batches(task, seq_len, samples, seed, batch_size=batch_size, context=context):
             count = batch.input_ids.numel()
-            for layer, error in alignment_errors(student, teacher_calls(teacher, layers, batch, autocast), autocast).items():
-                sums[layer] += error.item() * count
-            tokens += count
-    result = {f"mse_layer{layer}": total / max(tokens, 1) for layer, total in sums.items()}
+            errors = alignment_errors(student, teacher_calls(teacher, layers, batch, autocast), autocast)
+            if counts:
+                for layer, error in errors.items():
+                    sums[layer] += error.item() * count
+                tokens += count
+    *totals, tokens = all_sum([*sums.values(), float(tokens)], context, context.device)
+    result = {f"mse_layer{layer}": total / max(tokens, 1) for layer, total in zip(sums, totals)}
     return {"loss": sum(result.values()) / max(len(result), 1), **result}

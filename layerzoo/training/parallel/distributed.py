@@ -100,3 +100,17 @@ def all_sum(values: list[float], context: Context, device: torch.device) -> list
     tensor = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(tensor)
     return tensor.tolist()
+
+
+def sum_gradients(model: nn.Module, context: Context) -> None:
+    """Sum each parameter's gradient over the ranks, in place (a no-op in one process).
+
+    For a model stepped without DDP or FSDP (distillation calls its mixers one by one): with the
+    losses divided by the global batch's count, the sum is the one-process gradient. Every rank
+    holds gradients for the same parameters, as every rank runs the same computation.
+    """
+    if not context.distributed:
+        return
+    for parameter in model.parameters():
+        if parameter.grad is not None:
+            dist.all_reduce(parameter.grad)

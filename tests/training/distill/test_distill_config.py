@@ -58,7 +58,9 @@ def test_a_window_for_a_student_without_swa_layers_is_refused():
                                                                            "long": 8}})
 
 
-def test_context_parallelism_is_refused_in_one_line_naming_why():
-    with pytest.raises(SpecError, match=r"distill\.context.*runs in one process") as error:
-        distillation_spec(STUDENT, {"data": {"files": ["x.txt"]}}, ["distill.context=2"])
+def test_a_sequence_shorter_than_the_context_is_refused_in_one_line():
+    with pytest.raises(SpecError, match=r"distill\.end_to_end\.seq_len: 2 tokens cannot be split over context 3") as error:
+        distillation_spec(STUDENT, {"data": {"files": ["x.txt"]}}, ["distill.context=3", "distill.end_to_end.seq_len=2"])
     assert "\n" not in str(error.value)
+    spec = distillation_spec(STUDENT, {"data": {"files": ["x.txt"]}}, ["distill.context=2", "distill.align.seq_len=2"])
+    assert spec.sections["distill"].context == 2  # a token a rank is enough
