@@ -5,6 +5,7 @@ ARMT's pieces are whole segments)."""
 from __future__ import annotations
 
 import bisect
+import itertools
 from dataclasses import dataclass
 
 import torch
@@ -103,7 +104,7 @@ def _segment_cuts(size: int, offsets: tuple[int, ...], segment_size: int) -> tup
     a sequence's segments start at its first token and every segment_size tokens after it."""
     if not isinstance(segment_size, int) or segment_size < 1:
         raise ContextError(f"segment_size must be a positive integer, got {segment_size!r}")
-    starts = [start for first, stop in zip(offsets, offsets[1:]) for start in range(first, stop, segment_size)]
+    starts = [start for first, stop in itertools.pairwise(offsets) for start in range(first, stop, segment_size)]
     if len(starts) < size:
         raise ContextError(f"{offsets[-1]} tokens make {len(starts)} segments of {segment_size}, too few for a context "
                            f"of {size} ranks that each hold whole segments (at least one)")
