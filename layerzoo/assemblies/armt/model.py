@@ -233,7 +233,8 @@ class ARMT(nn.Module):
             raise ValueError(f"state has {len(rows)} streams, the input {len(sequences)} sequences")
         outputs, states = [], []
         for ids, row in zip(sequences, rows):
-            logits, row = self.forward(ids[None], row, return_state=True) if len(ids) else (None, row)
+            # the class's forward: one set on the instance (context parallelism) wraps the whole call once
+            logits, row = type(self).forward(self, ids[None], row, return_state=True) if len(ids) else (None, row)
             outputs.append(logits)
             states.append(row)
         logits = torch.zeros(*input_ids.shape, self.config.vocab_size, device=input_ids.device,

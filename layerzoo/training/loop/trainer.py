@@ -22,6 +22,7 @@ from ..config import TrainingConfig
 from ..errors import TrainingError
 from ..objectives.language_model import LanguageModel, examples_per_rank
 from ..parallel import distributed
+from ..parallel.context.armt import check_trainable
 from ..parallel.context.group import check_context_size
 from ..parallel.fsdp import build_sharded
 from ..precision import autocast_for
@@ -78,7 +79,9 @@ def train_in(run_dir: Path, spec: Spec, resume: bool, overwrite: bool, progress:
     config = spec.training
     context = distributed.setup()
     distributed.barrier(context)
-    # a context or a batch that does not split fails before anything is built
+    # an ARMT that cannot run context-parallel, a context or a batch that does not split: all fail before anything is built
+    if config.context > 1 and spec.armt is not None:
+        check_trainable(config.parallel == "fsdp", spec.armt.truncate_segments)
     check_context_size(config.context, context.world_size)
     examples_per_rank(config, context.world_size // config.context)
     torch.manual_seed(config.seed)  # identical initial weights on every rank
@@ -97,7 +100,8 @@ def train_in(run_dir: Path, spec: Spec, resume: bool, overwrite: bool, progress:
     if context.is_main:  # room for a checkpoint before anything is written (an overwrite frees the old run's)
         check_room(run_dir, checkpoint_bytes(model) - (run_bytes(run_dir) if overwrite else 0))
         start_run_folder(run_dir, spec, overwrite, task.tokenizer_files())
-    wrapped = distributed.wrap(model, context, config.parallel)
+    # an ARMT rank holding one segment leaves some memory weights unused (rank 0 reads no memory)
+    wrapped = distributed.wrap(model, context, config.parallel, find_unused=config.context > 1 and spec.armt is not None)
     objective = LanguageModel(wrapped, task, eval_task, config, context, autocast_context(config, context))
     metrics = run_loop(objective, run_dir, spec, loop_settings(config), windows=WindowSchedule(config.window, config.steps,
                        config.seed), window_model=model, curriculum=make_curriculum(config, model), checkpoint=checkpoint,

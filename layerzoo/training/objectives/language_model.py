@@ -15,6 +15,7 @@ from ..config import TrainingConfig
 from ..errors import TrainingError
 from ..parallel import distributed
 from ..parallel.context import ContextGroup, context_parallel
+from ..parallel.context.armt import armt_of
 from ..parallel.context.batches import piece_of
 from ..parallel.distributed import Context, all_sum
 from .batches import LOCAL, evaluating, forward_batch, heldout_batches, training_batch, uncompiled
@@ -32,12 +33,15 @@ class LanguageModel:
         self.context, self.autocast = context, autocast
         # K consecutive ranks share each example, a piece each: the batch splits over world / K
         self.group = ContextGroup.from_world(config.context) if config.context > 1 else None
+        armt = armt_of(model)  # its pieces hold whole segments
+        self.segment_size = None if armt is None else armt.segment_size
         self.share = examples_per_rank(config, context.world_size // config.context)
 
     def backward(self, step: int, seq_len: int) -> tuple[float, dict[str, float]]:
         batches = self.batches(step, seq_len)
         context = self.context
-        scored = sum((batch if self.group is None else piece_of(batch, self.group)[0]).scored for batch in batches)
+        mine = batches if self.group is None else [piece_of(batch, self.group, self.segment_size)[0] for batch in batches]
+        scored = sum(batch.scored for batch in mine)
         (total,) = all_sum([float(scored)], context, context.device)
         # DDP averages gradients over ranks, hence * world_size: the sum is over the global batch
         scale = context.world_size / max(total, 1.0)
@@ -54,7 +58,7 @@ class LanguageModel:
         """score's loss and hits, on this rank's piece of the batch under context parallelism."""
         if self.group is None:
             return score(self.model, batch, self.autocast)[:2]
-        piece, pieces = piece_of(batch, self.group)
+        piece, pieces = piece_of(batch, self.group, self.segment_size)
         with context_parallel(self.model, pieces):
             return score(self.model, piece, self.autocast)[:2]
 

@@ -61,13 +61,14 @@ def barrier(context: Context) -> None:
         dist.barrier()
 
 
-def wrap(model: nn.Module, context: Context, strategy: str) -> nn.Module:
+def wrap(model: nn.Module, context: Context, strategy: str, find_unused: bool = False) -> nn.Module:
     """DDP around `model` (replicated weights, averaged gradients). An FSDP2 model is sharded in
-    place when built (fsdp.build_sharded) and comes back as it is; so does any model in one process."""
+    place when built (fsdp.build_sharded) and comes back as it is; so does any model in one process.
+    find_unused: some weights may get no gradient on some ranks (DDP then finds them each step)."""
     if not context.distributed or strategy == "fsdp":
         return model
     device_ids = [context.device.index] if context.device.type == "cuda" else None
-    return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+    return nn.parallel.DistributedDataParallel(model, device_ids=device_ids, find_unused_parameters=find_unused)
 
 
 @contextlib.contextmanager

@@ -1,4 +1,5 @@
-"""Running a model on this rank's piece: every mixer's forward goes through its exchange."""
+"""Running a model on this rank's piece: every mixer's forward goes through its exchange; an ARMT's
+whole forward passes its memory rank to rank (armt.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from ....assemblies.armt.model import ARMT
 from ....mixers.base import Mixer
 from . import attention, linear, mlstm, states  # noqa: F401  (they register the shipped mixers' exchanges)
+from .armt import armt_of, armt_piece_forward, check_aligned
 from .collectives import first_link
 from .errors import ContextError
 from .exchanges import Exchange, declared_exchange
@@ -47,23 +48,30 @@ def _piece_forward(mixer: Mixer, forward, pieces: Pieces, x: torch.Tensor, state
 def context_parallel(model: nn.Module, pieces: Pieces) -> Iterator[None]:
     """Within it, `model(ids[:, start:stop], cu_seqlens=pieces.local_cu_seqlens())` on each rank
     of the group (`pieces.slice(ids)`) gives that rank's slice of the single-process output, and
-    its backward that rank's share of every gradient (sum them over the group).
+    its backward that rank's share of every gradient (sum them over the group). An ARMT (or a
+    DDP around one) runs whole segments per rank, passing its memory on (armt.py).
 
     Args:
-        model: any module whose mixers are layerzoo Mixers.
-        pieces: the split of this batch's rows over the group (Pieces.split).
+        model: any module whose mixers are layerzoo Mixers, or an ARMT.
+        pieces: the split of this batch's rows over the group (Pieces.split; for an ARMT, with
+            its segment_size).
 
     Raises:
-        ContextError: the model is an ARMT, whose segments would have to align with the pieces.
+        ContextError: an ARMT whose pieces do not hold whole segments, that is sharded with
+            FSDP2, or that truncates its segments.
     """
-    if isinstance(model, ARMT):
-        raise ContextError("ARMT does not run context-parallel yet: its memory segments would have to align with "
-                           "the pieces; its assoc_memory mixer alone does (states passed rank to rank)")
-    mixers = [module for module in model.modules() if isinstance(module, Mixer)]
-    for mixer in mixers:
-        mixer.forward = functools.partial(_piece_forward, mixer, type(mixer).forward.__get__(mixer), pieces)
+    armt = armt_of(model)
+    if armt is not None:
+        check_aligned(armt, pieces)
+        # nothing inside a segment crosses a cut: the ARMT's own mixers run as they are
+        forwards = {armt: functools.partial(armt_piece_forward, armt, type(armt).forward.__get__(armt), pieces)}
+    else:
+        forwards = {mixer: functools.partial(_piece_forward, mixer, type(mixer).forward.__get__(mixer), pieces)
+                    for mixer in model.modules() if isinstance(mixer, Mixer)}
+    for module, forward in forwards.items():
+        module.forward = forward
     try:
         yield
     finally:
-        for mixer in mixers:
-            del mixer.forward
+        for module in forwards:
+            del module.forward

@@ -1,5 +1,5 @@
-"""Context parallelism in one process: the split of rows and packed sequences into pieces, and the
-refusals that need no other process."""
+"""Context parallelism in one process: the split of rows and packed sequences into pieces (ARMT's
+into whole segments), and the refusals that need no other process."""
 
 import pytest
 import torch
@@ -36,10 +36,64 @@ def test_pieces_tile_the_row_and_keep_every_boundary(size, lengths):
     assert set(offsets.tolist()) <= boundaries
 
 
-def test_an_armt_model_is_refused_in_one_line():
-    spec = layerzoo.load_spec("armt-tiny")
-    model = layerzoo.build(spec)
-    with pytest.raises(ContextError, match="segments") as error:
-        with context_parallel(model, Pieces.split(group(0, 2), 8)):
-            pass
+@settings(max_examples=80, deadline=None)
+@given(size=st.integers(1, 4), segment=st.integers(1, 5), lengths=st.lists(st.integers(1, 12), min_size=1, max_size=4),
+       packed=st.booleans())
+def test_armt_pieces_hold_whole_segments_as_evenly_as_they_allow(size, segment, lengths, packed):
+    lengths = lengths if packed else [sum(lengths)]
+    offsets = torch.tensor([0, *lengths]).cumsum(0)
+    total = int(offsets[-1])
+    # each sequence's segments start at its first token and every `segment` tokens after it
+    edges = [start for first, stop in zip(offsets.tolist(), offsets.tolist()[1:]) for start in range(first, stop, segment)]
+    cu_seqlens = offsets if packed else None
+    if len(edges) < size:
+        with pytest.raises(ContextError, match="too few") as error:
+            Pieces.split(group(0, size), total, cu_seqlens, segment)
+        assert "\n" not in str(error.value)
+        return
+    covered = [Pieces.split(group(rank, size), total, cu_seqlens, segment).mine for rank in range(size)]
+    assert [c[0] for c in covered] == [0, *(c[1] for c in covered[:-1])] and covered[-1][1] == total
+    assert all(start in edges for start, _ in covered)
+    counts = [sum(start <= edge < stop for edge in edges) for start, stop in covered]
+    assert min(counts) >= 1 and max(counts) - min(counts) <= 1
+
+
+@pytest.fixture(scope="module")
+def armt():
+    torch.manual_seed(0)
+    return layerzoo.build(layerzoo.load_spec("armt-tiny"))  # segments of 8 tokens
+
+
+def refusal(armt, pieces, **call) -> str:
+    """The one-line ContextError of running `armt` on `pieces` (before any collective: the group
+    here has no processes)."""
+    with pytest.raises(ContextError) as error:
+        with context_parallel(armt, pieces):
+            armt(torch.zeros(1, pieces.mine[1] - pieces.mine[0], dtype=torch.long), **call)
     assert "\n" not in str(error.value)
+    return str(error.value)
+
+
+def test_armt_pieces_that_cut_a_segment_are_refused_in_one_line(armt):
+    assert "rank 1's starts at token 14, inside a segment of 8 tokens" in refusal(armt, Pieces.split(group(0, 2), 29))
+
+
+def test_armt_with_labels_or_a_state_is_refused_in_one_line(armt):
+    pieces = Pieces.split(group(0, 2), 32, segment_size=8)
+    ids = torch.zeros(1, 16, dtype=torch.long)
+    assert "neither a state, labels" in refusal(armt, pieces, labels=ids)
+    assert "neither a state, labels" in refusal(armt, pieces, state=armt.init_state(1))
+
+
+def test_armt_truncating_its_segments_is_refused_in_one_line(armt):
+    armt.truncate_segments = 2
+    try:
+        assert "truncate_segments (2)" in refusal(armt, Pieces.split(group(0, 2), 32, segment_size=8))
+    finally:
+        armt.truncate_segments = None
+
+
+@pytest.mark.parametrize("segment_size", [0, 2.5])
+def test_a_segment_size_that_is_not_a_positive_integer_is_refused_in_one_line(segment_size):
+    with pytest.raises(ContextError, match="segment_size must be a positive integer"):
+        Pieces.split(group(0, 2), 16, segment_size=segment_size)
