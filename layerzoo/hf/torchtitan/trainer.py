@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh
 from torchtitan.distributed import ParallelDims
+from torchtitan.tools.logging import logger
 from torchtitan.trainer import Trainer
 
 from ...specs import load_spec
@@ -48,6 +49,8 @@ class LayerzooTrainer(Trainer):
         super().__init__(config)
         dims = self.parallel_dims
         self.context_group = context_group(dims.get_mesh("cp")) if dims.cp_enabled else None
+        if self.context_group is not None:
+            logger.info(f"layerzoo's context parallelism: {dims.cp} ranks, a contiguous piece of every row each")
 
     def forward_backward_step(self, *, input_dict: dict[str, torch.Tensor], labels: torch.Tensor,
                               global_valid_tokens: torch.Tensor) -> torch.Tensor:
