@@ -8,8 +8,8 @@ Context parallelism: under `parallelism.context_parallel_degree` K, layerzoo's (
 context) replaces torchtitan's, which covers only its own attention and cuts "headtail" pieces that
 state passing cannot continue. The K ranks of a cp group load the same examples (torchtitan's
 data-parallel rank leaves cp out), and each runs its contiguous piece of every row, every mixer
-exchanging what crosses the pieces. torchtitan's loss is the piece's summed cross-entropy over the
-global batch's scored tokens (counted on whole rows, summed over data-parallel ranks only), and
+exchanging what crosses the pieces. torchtitan's loss is the piece's summed cross-entropy divided by
+the global batch's scored tokens (counted on whole rows, summed over data-parallel ranks only), and
 FSDP2 sums the gradients over data x context (torchtitan folds cp into its FSDP mesh): each rank
 holds its share of one process's gradient on the global batch, and their sum is that gradient.
 """
