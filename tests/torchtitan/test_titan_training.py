@@ -42,7 +42,10 @@ def variants(runs):
     """torchtitan's first 2 steps with the spec's gradient accumulation (2 micro-batches of 1 example
     per rank), and with context parallelism over both processes by the docs page's command (data
     parallel 1: each holds half of every packed row). `layerzoo train`'s accumulation draws the
-    same examples, so its losses are those of the run without it."""
+    same examples, so its losses are those of the run without it. This checks the wiring (the cp
+    group, the pieces, the loss's normalisation, the gradients' sums): two steps of a fresh model
+    log the same digits even with pieces run apart, so the exchanges' exactness is checked where
+    they live (tests/training/parallel/context)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("LAYERZOO_CACHE", str(runs["cache"]))
         folder, spec = runs["folder"], runs["spec"]
