@@ -58,16 +58,18 @@ def titan_train(spec: Path, dump: Path, *flags: str, overrides: tuple[str, ...] 
     return run(command, {"LAYERZOO_SPEC": str(spec), "LAYERZOO_SET": "\n".join(overrides)})
 
 
-def docs_train(spec: Path, dump: Path, overrides: tuple[str, ...]) -> str:
-    """The command of docs/training-at-scale.md's "Training a spec", run on `spec` with `overrides`,
-    2 processes (rank 0's log) and `dump` for its folder; returns rank 0's log."""
+def docs_train(spec: Path, dump: Path, overrides: tuple[str, ...], section: str = "## Training a spec",
+               replaced: tuple[tuple[str, str], ...] = ()) -> str:
+    """The command of docs/training-at-scale.md's `section`, run on `spec` with `overrides`, 2
+    processes (rank 0's log), `dump` for its folder and the `replaced` (written, here) pairs;
+    returns rank 0's log."""
     (command,) = [code for heading, language, code, _ in fenced_blocks(DOCS / "training-at-scale.md")
-                  if heading == "## Training a spec" and language == "bash"]
+                  if heading == section and language == "bash"]
     torchrun = f"{shlex.quote(sys.executable)} -m torch.distributed.run --nproc-per-node 2 --local-ranks-filter 0"
     for written, here in (("swax-gdn-tiny", str(spec)),
                           ('LAYERZOO_SET="training.window.schedule=fixed"', "LAYERZOO_SET=" + shlex.quote("\n".join(overrides))),
                           ("torchrun --nproc-per-node 8", torchrun),
-                          ("runs/titan", str(dump))):
+                          ("runs/titan", str(dump)), *replaced):
         assert written in command, f"the page's command no longer says {written!r}"
         command = command.replace(written, here)
     return run(["bash", "-c", command.strip() + " --metrics.log_freq 1"], {})

@@ -1,6 +1,7 @@
 """A spec under torchtitan (2 gloo processes, FSDP2): the losses `layerzoo train` logs on the same
-spec, seed and data; a resumed run continues them; its checkpoint becomes a Hugging Face folder
-whose logits are the checkpoint's weights' and whose tokenizer is the task's."""
+spec, seed and data, with data parallelism, with gradient accumulation and with layerzoo's context
+parallelism over torchtitan's cp mesh; a resumed run continues them; its checkpoint becomes a
+Hugging Face folder whose logits are the checkpoint's weights' and whose tokenizer is the task's."""
 
 import json
 
@@ -36,11 +37,46 @@ def runs(tmp_path_factory):
             "layerzoo": {row["step"]: row["loss"] for row in layerzoo if "loss" in row}}
 
 
+@pytest.fixture(scope="module")
+def variants(runs):
+    """torchtitan's first 2 steps with the spec's gradient accumulation (2 micro-batches of 1 example
+    per rank), and with context parallelism over both processes by the docs page's command (data
+    parallel 1: each holds half of every packed row). `layerzoo train`'s accumulation draws the
+    same examples, so its losses are those of the run without it. This checks the wiring (the cp
+    group, the pieces, the loss's normalisation, the gradients' sums): two steps of a fresh model
+    log the same digits even with pieces run apart, so the exchanges' exactness is checked where
+    they live (tests/training/parallel/context)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAYERZOO_CACHE", str(runs["cache"]))
+        folder, spec = runs["folder"], runs["spec"]
+        return {"accumulated": titan_train(spec, folder / "accumulated", "--training.steps", "2",
+                                           overrides=("training.grad_accum=2",)),
+                "context": docs_train(spec, folder / "context", ("training.steps=2",), "## Context parallelism",
+                                      (("context_parallel_degree 4", "context_parallel_degree 2"),))}
+
+
+def assert_losses_equal(titan: dict[int, float], layerzoo: dict[int, float]) -> None:
+    for step, loss in titan.items():  # logged to 5 decimals; fp32 sums in another order
+        assert loss == pytest.approx(layerzoo[step], abs=2e-5), step
+
+
 def test_losses_equal_layerzoo_trains(runs):
     titan = logged_losses(runs["first"]) | logged_losses(runs["resumed"])
     assert sorted(titan) == [1, 2, 3, 4]
-    for step, loss in runs["layerzoo"].items():  # logged to 5 decimals; fp32 sums in another order
-        assert titan[step] == pytest.approx(loss, abs=2e-5), step
+    assert_losses_equal(titan, runs["layerzoo"])
+
+
+@pytest.mark.parametrize("variant, logged", [
+    ("accumulated", ["local batch size 1, global batch size 4, gradient accumulation steps 2"]),
+    ("context", ["layerzoo's context parallelism: 2 ranks",
+                 "local batch size 4, global batch size 4, gradient accumulation steps 1"]),
+])
+def test_losses_with_accumulation_or_context_parallelism_equal_layerzoo_trains(runs, variants, variant, logged):
+    log = variants[variant]
+    assert all(line in log for line in logged)
+    titan = logged_losses(log)
+    assert sorted(titan) == [1, 2]
+    assert_losses_equal(titan, runs["layerzoo"])
 
 
 def test_the_second_run_resumes_from_the_checkpoint(runs):

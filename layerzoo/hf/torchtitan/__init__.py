@@ -3,7 +3,8 @@
     torchrun --nproc-per-node 8 -m torchtitan.train --module layerzoo.hf.torchtitan --config layerzoo_spec
 
 `--module` imports `layerzoo.hf.torchtitan.config_registry`; its functions return torchtitan
-`Trainer.Config`s whose model is a layerzoo spec (model.py). Only torchtitan 0.3.0 is supported:
+Trainer configs (trainer.py: torchtitan's Trainer with layerzoo's batch split and context
+parallelism) whose model is a layerzoo spec (model.py). Only torchtitan 0.3.0 is supported:
 its model protocol changes between releases, so another version is refused here, in one line.
 """
 

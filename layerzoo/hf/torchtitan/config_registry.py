@@ -15,7 +15,6 @@ from torchtitan.components.loss import CrossEntropyLoss
 from torchtitan.components.metrics import MetricsProcessor
 from torchtitan.config import ParallelismConfig, TrainingConfig
 from torchtitan.protocols.model_spec import ModelSpec
-from torchtitan.trainer import Trainer
 
 from ...assemblies.build import build
 from ...specs import load_spec
@@ -25,18 +24,19 @@ from .data import TaskDataLoader, TaskTokenizer
 from .model import LayerzooTitanModel
 from .optimizer import LayerzooSchedule, adamw_groups
 from .parallelize import parallelize_layerzoo
+from .trainer import DERIVED, LayerzooTrainer
 
 
-def layerzoo_spec() -> Trainer.Config:
-    """The Trainer.Config of the spec LAYERZOO_SPEC with the overrides LAYERZOO_SET."""
+def layerzoo_spec() -> LayerzooTrainer.Config:
+    """The LayerzooTrainer.Config of the spec LAYERZOO_SPEC with the overrides LAYERZOO_SET."""
     spec = os.environ.get("LAYERZOO_SPEC")
     if not spec:
         raise HFError("set LAYERZOO_SPEC to a spec name or YAML path (and LAYERZOO_SET to its --set overrides, one a line)")
     return trainer_config(spec, [line for line in os.environ.get("LAYERZOO_SET", "").splitlines() if line.strip()])
 
 
-def trainer_config(spec_name: str, overrides: list[str] = ()) -> Trainer.Config:
-    """A Trainer.Config training `spec_name` with `overrides` as `layerzoo train` would: its model,
+def trainer_config(spec_name: str, overrides: list[str] = ()) -> LayerzooTrainer.Config:
+    """A LayerzooTrainer.Config training `spec_name` with `overrides` as `layerzoo train` would: its model,
     initial weights, task data, batch size, sequence length, steps, AdamW groups, schedule and clipping."""
     overrides = list(overrides)
     spec = load_spec(spec_name, overrides)
@@ -47,7 +47,7 @@ def trainer_config(spec_name: str, overrides: list[str] = ()) -> Trainer.Config:
         raise HFError(f"{spec_name}: training.window.schedule {training.window.schedule} and curricula are layerzoo "
                       "train's only; under torchtitan set training.window.schedule=fixed and no curriculum")
     settings = training.optimizer
-    return Trainer.Config(
+    return LayerzooTrainer.Config(
         model_spec=ModelSpec(name="layerzoo", flavor=spec.name or spec_name,
                              model=LayerzooTitanModel.Config(spec=spec_name, overrides=overrides),
                              parallelize_fn=parallelize_layerzoo, pipelining_fn=None, post_optimizer_build_fn=None,
@@ -59,14 +59,17 @@ def trainer_config(spec_name: str, overrides: list[str] = ()) -> Trainer.Config:
         optimizer=adamw_groups(build(spec, device="meta"), settings),
         lr_scheduler=LayerzooSchedule.Config(lr=settings.lr, min_lr_ratio=settings.min_lr_ratio,
                                              layerzoo_warmup_steps=settings.warmup_steps),
-        # the global batch split over the data-parallel ranks, as layerzoo train splits it
-        training=TrainingConfig(local_batch_size=training.batch_size // int(os.environ.get("WORLD_SIZE", "1")), global_batch_size=training.batch_size,
+        # the global batch; its micro-batch is layerzoo train's, known once the layout is (trainer.split_batch)
+        training=TrainingConfig(local_batch_size=DERIVED, global_batch_size=training.batch_size,
                                 seq_len=training.seq_len, steps=training.steps,
                                 # FSDP's compute copies: fp32 unless the spec asks for bf16, as layerzoo train
                                 mixed_precision_param="bfloat16" if training.mixed_precision == "bf16" else "float32",
                                 mixed_precision_reduce="float32",
-                                max_norm=settings.grad_clip if settings.grad_clip else float("inf")),
-        parallelism=ParallelismConfig(spmd_backend="partial_dtensor"),
+                                max_norm=settings.grad_clip if settings.grad_clip else float("inf"),
+                                # the mixers read packed rows' offsets on the host: no graph capture
+                                disable_cuda_graphs=True),
+        # layerzoo's context parallelism: contiguous pieces, no load balancing (LayerzooTrainer)
+        parallelism=ParallelismConfig(spmd_backend="partial_dtensor", context_parallel_load_balancer=None),
         metrics=MetricsProcessor.Config(log_freq=training.log_every),
         # every checkpoint resumable, the last one too (torchtitan's default saves it model-only)
         checkpoint=CheckpointManager.Config(interval=training.checkpoint_every or training.steps,

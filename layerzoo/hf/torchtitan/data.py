@@ -1,8 +1,9 @@
 """A layerzoo spec's training task as torchtitan's dataloader and tokenizer.
 
 Step s on data-parallel rank r yields the examples `layerzoo train` gives that rank at step s
-(`training_batch` with the spec's seed: examples keyed by (seed, step, index), stateless), so the
-two trainers see the same global batch; packed documents come as `cu_seqlens` for the model.
+(`training_batch` with the spec's seed: examples keyed by (seed, step, index), stateless), in its
+micro-batches of local_batch_size, in order, so the two trainers see the same global batch and
+accumulate it alike; packed documents come as `cu_seqlens` for the model.
 Nothing is downloaded: the text task reads its local corpora and cached tokenizer.
 """
 
@@ -41,23 +42,27 @@ class TaskDataLoader(BaseDataLoader):
     def __init__(self, config: Config, *, dp_world_size: int, dp_rank: int, tokenizer: Any, seq_len: int,
                  local_batch_size: int, snapshot_every_n_steps: int | None = None):
         spec = load_spec(config.spec, config.overrides)
-        if local_batch_size * dp_world_size != spec.training.batch_size:  # step s must be one draw of the global batch
-            raise HFError(f"{local_batch_size} examples on each of {dp_world_size} data-parallel ranks are not the spec's "
-                          f"training.batch_size {spec.training.batch_size}; gradient accumulation under torchtitan "
-                          "is not supported yet: leave torchtitan's batch sizes as layerzoo_spec sets them")
+        if spec.training.batch_size % (local_batch_size * dp_world_size):  # a step must be whole micro-batches
+            raise HFError(f"micro-batches of {local_batch_size} examples on each of {dp_world_size} data-parallel ranks "
+                          f"do not split the spec's training.batch_size {spec.training.batch_size}; leave torchtitan's "
+                          "batch sizes as layerzoo_spec sets them (LAYERZOO_SET training.grad_accum=... accumulates)")
         self.task, self.seed = spec_task(spec), spec.training.seed
-        self.seq_len, self.batch_size, self.first = seq_len, local_batch_size, dp_rank * local_batch_size
+        self.seq_len, self.batch_size = seq_len, local_batch_size
+        share = spec.training.batch_size // dp_world_size  # this rank's examples of a step, as layerzoo train's
+        self.starts = range(dp_rank * share, (dp_rank + 1) * share, local_batch_size)
         self.step = 0
 
     def __iter__(self) -> Iterator[tuple[dict[str, torch.Tensor], torch.Tensor]]:
         while True:
-            indices = range(self.first, self.first + self.batch_size)
-            batch = training_batch(self.task, self.seq_len, self.seed, "train", self.step, indices, "cpu")
-            self.step += 1
-            inputs = {"input": batch.input_ids}
-            if batch.cu_seqlens is not None:
-                inputs["cu_seqlens"] = batch.cu_seqlens
-            yield inputs, batch.targets
+            step = self.step
+            self.step += 1  # on its first micro-batch: a checkpoint after the step resumes at the next one
+            for start in self.starts:
+                indices = range(start, start + self.batch_size)
+                batch = training_batch(self.task, self.seq_len, self.seed, "train", step, indices, "cpu")
+                inputs = {"input": batch.input_ids}
+                if batch.cu_seqlens is not None:
+                    inputs["cu_seqlens"] = batch.cu_seqlens
+                yield inputs, batch.targets
 
     def state_dict(self) -> dict[str, Any]:
         return {"step": self.step}

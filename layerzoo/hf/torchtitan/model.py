@@ -44,6 +44,8 @@ class LayerzooTitanModel(BaseModel):
                 if degree > 1:
                     raise HFError(f"{what} parallelism ({degree}) is not supported for layerzoo specs under "
                                   "torchtitan: their mixers declare no sharding plan; use data parallelism (FSDP)")
+            if parallelism.context_parallel_degree > 1:
+                check_context_layout(parallelism, config.compile)
 
         def get_nparams_and_flops(self, model: LayerzooTitanModel, seq_len: int) -> tuple[int, int]:
             return sum(p.numel() for p in model.parameters()), flops_per_token(model.lm, seq_len)
@@ -83,3 +85,16 @@ class LayerzooTitanModel(BaseModel):
                     tensor.copy_(distribute_tensor(values[name].to(mesh.device_type), mesh, tensor.placements))
                 else:
                     tensor.copy_(values[name])
+
+
+def check_context_layout(parallelism, compile_config) -> None:
+    """HFError for what layerzoo's context parallelism (LayerzooTrainer) cannot take: torchtitan's
+    load balancing (its pieces are not contiguous, and state passing continues only a contiguous
+    one) and compiled blocks (the exchanges wrap the mixers at each step, as under layerzoo train)."""
+    degree, balancer = parallelism.context_parallel_degree, parallelism.context_parallel_load_balancer
+    if balancer is not None:
+        raise HFError(f"parallelism.context_parallel_load_balancer {balancer}: layerzoo's context parallelism gives "
+                      f"each of the {degree} ranks one contiguous piece, which the mixers' states continue; leave it None")
+    if compile_config.enable and "model" in compile_config.components:
+        raise HFError(f"context parallelism ({degree}) does not combine with compiled blocks yet; "
+                      "drop --compile.enable or compile.components' model")

@@ -1,9 +1,11 @@
 """parallelize_layerzoo: torchtitan's parallelize_fn for a LayerzooTitanModel.
 
 Per block, in torchtitan's order: activation checkpointing (the policy the config selects),
-torch.compile (when `compile.enable` lists "model"), then FSDP2 over the data-parallel mesh; the
-embedding, final norm and head are sharded with the root. Tensor and pipeline parallelism are
-refused earlier (LayerzooTitanModel.Config.update_from_config): no mixer declares a plan for them.
+torch.compile (when `compile.enable` lists "model"), then FSDP2 over torchtitan's fsdp mesh (the
+data-parallel shards x the context-parallel ranks: FSDP sums the gradients over both); the
+embedding, final norm and head are sharded with the root. Context parallelism itself runs in each
+step (trainer.py). Tensor and pipeline parallelism are refused earlier
+(LayerzooTitanModel.Config.update_from_config): no mixer declares a plan for them.
 """
 
 from __future__ import annotations
