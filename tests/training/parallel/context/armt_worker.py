@@ -16,11 +16,11 @@ from transformers import LlamaForCausalLM
 
 import layerzoo
 from layerzoo.assemblies.armt import wrap
-from layerzoo.training.parallel.context import ContextError, ContextGroup, Pieces, context_parallel
+from layerzoo.training.parallel.context import ContextGroup, Pieces, context_parallel
 from layerzoo.training.parallel.fsdp import mixed_precision_policy, shard
 from tests.helpers.gloo_worker import finish
 from tests.helpers.hf_teachers import TeacherCase
-from tests.training.parallel.context.worker import ROWS, VOCAB, run, run_split
+from tests.training.parallel.context.worker import ROWS, VOCAB, refusals, run, run_split
 
 SEGMENT = 8
 # 29 tokens: three whole segments and a partial one of 5; two sequences of 5 and 24 tokens packed,
@@ -76,16 +76,8 @@ def entered(model, pieces: Pieces) -> None:
 def bad_inputs(group: ContextGroup) -> dict:
     """The one-line messages of too few segments for the ranks and of an ARMT sharded with FSDP2."""
     sharded = shard(copy.deepcopy(tiny(torch.float64)), mixed_precision_policy(None))
-    attempts = {"too_few_segments": lambda: Pieces.split(group, SEGMENT * (group.size - 1), segment_size=SEGMENT),
-                "fsdp": lambda: entered(sharded, Pieces.split(group, 32, segment_size=SEGMENT))}
-    messages = {}
-    for key, attempt in attempts.items():
-        try:
-            attempt()
-        except ContextError as error:
-            messages[key] = str(error)
-    return messages
-
+    return refusals({"too_few_segments": lambda: Pieces.split(group, SEGMENT * (group.size - 1), segment_size=SEGMENT),
+                     "fsdp": lambda: entered(sharded, Pieces.split(group, 32, segment_size=SEGMENT))})
 
 def main(out: Path) -> None:
     faulthandler.enable()

@@ -112,16 +112,21 @@ def difference(spec, dtype, packed: bool, group: ContextGroup, fsdp: bool = Fals
     return worst.item()
 
 
-def bad_inputs(group: ContextGroup) -> dict:
-    """The one-line messages of a context size not dividing the world and of too short a sequence."""
+def refusals(attempts: dict) -> dict:
+    """{key: the ContextError message of attempts[key]()} for the attempts that raise one."""
     messages = {}
-    for key, attempt in (("context_size", lambda: ContextGroup.from_world(dist.get_world_size() + 1)),
-                         ("too_short", lambda: Pieces.split(group, group.size - 1))):
+    for key, attempt in attempts.items():
         try:
             attempt()
         except ContextError as error:
             messages[key] = str(error)
     return messages
+
+
+def bad_inputs(group: ContextGroup) -> dict:
+    """The one-line messages of a context size not dividing the world and of too short a sequence."""
+    return refusals({"context_size": lambda: ContextGroup.from_world(dist.get_world_size() + 1),
+                     "too_short": lambda: Pieces.split(group, group.size - 1)})
 
 
 def main(out: Path) -> None:
