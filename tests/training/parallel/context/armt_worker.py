@@ -20,7 +20,7 @@ from layerzoo.training.parallel.context import ContextGroup, Pieces, context_par
 from layerzoo.training.parallel.fsdp import mixed_precision_policy, shard
 from tests.helpers.gloo_worker import finish
 from tests.helpers.hf_teachers import TeacherCase
-from tests.training.parallel.context.worker import ROWS, VOCAB, refusals, run, run_split
+from tests.training.parallel.context.worker import ROWS, VOCAB, refusals, run, run_split, worst_over_ranks
 
 SEGMENT = 8
 # 29 tokens: three whole segments and a partial one of 5; two sequences of 5 and 24 tokens packed,
@@ -61,11 +61,7 @@ def difference(make, dtype, length: int, packed: bool, group: ContextGroup) -> f
     pieces = Pieces.split(group, length, cu_seqlens, SEGMENT)
     logits, loss, grads = run(model, ids, targets, cu_seqlens)
     split_logits, split_loss, split_grads = run_split(model, ids, targets, pieces)
-    worst = max([(loss - split_loss).abs().item(), (pieces.slice(logits) - split_logits).abs().max().item()]
-                + [(a - b).abs().max().item() / max(1.0, a.abs().max().item()) for a, b in zip(grads, split_grads)])
-    worst = torch.tensor(worst, dtype=torch.float64)
-    dist.all_reduce(worst, op=dist.ReduceOp.MAX)
-    return worst.item()
+    return worst_over_ranks(pieces, (logits, loss, grads), (split_logits, split_loss, split_grads))
 
 
 def entered(model, pieces: Pieces) -> None:

@@ -105,6 +105,13 @@ def difference(spec, dtype, packed: bool, group: ContextGroup, fsdp: bool = Fals
                                                             ids, targets, pieces)
     else:
         split_logits, split_loss, split_grads = run_split(model, ids, targets, pieces)
+    return worst_over_ranks(pieces, (logits, loss, grads), (split_logits, split_loss, split_grads))
+
+
+def worst_over_ranks(pieces: Pieces, whole: tuple, split: tuple) -> float:
+    """The largest difference over the ranks between one process's (logits, loss, gradients) and
+    the split run's (this rank's logits): absolute for logits and loss, relative for gradients."""
+    (logits, loss, grads), (split_logits, split_loss, split_grads) = whole, split
     worst = max([(loss - split_loss).abs().item(), (pieces.slice(logits) - split_logits).abs().max().item()]
                 + [(a - b).abs().max().item() / max(1.0, a.abs().max().item()) for a, b in zip(grads, split_grads)])
     worst = torch.tensor(worst, dtype=torch.float64)
