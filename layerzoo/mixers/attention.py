@@ -24,6 +24,7 @@ from ..options import option
 from ..registry import register_mixer
 from .attention_weights import record, recording
 from .base import Mixer, MixerOptions
+from .kv_buffer import extend
 from .from_attention import TeacherAttention
 
 
@@ -186,14 +187,12 @@ class CausalAttention(Mixer):
         start = torch.zeros(batch, dtype=torch.long, device=x.device) if state is None else state.position
         steps = torch.arange(length, device=x.device)
         q, k, v = self.project(x, steps if state is None else start[:, None] + steps)
-        if state is not None and state.k.shape[1]:
-            k = torch.cat((state.k.to(k.dtype), k), dim=1)
-            v = torch.cat((state.v.to(v.dtype), v), dim=1)
+        (k, kept_k), (v, kept_v) = self._extend(state, k, v)
         y = sliding_window_attention(q, k, v, self.window, scale=self.score_scale, backend=self.backend,
                                      sinks=self.sink_logits)
         if recording():
             record(lambda: sliding_window_attention_weights(q, k, self.window, self.score_scale, sinks=self.sink_logits))
-        return self.heads_output(x, y), KVCache(*self._kept(k, v), None, start + length)
+        return self.heads_output(x, y), KVCache(kept_k, kept_v, None, start + length)
 
     def _mix_ragged_rows(self, x: torch.Tensor, state: KVCache):
         """Rows of equal length T over histories of state.lengths keys each (right-aligned in the
@@ -202,8 +201,7 @@ class CausalAttention(Mixer):
         queries, so no key is gathered or moved (a padded batch's decoding step)."""
         batch, length, _ = x.shape
         q, k, v = self.project(x, state.position[:, None] + torch.arange(length, device=x.device))
-        k = torch.cat((state.k.to(k.dtype), k), dim=1)
-        v = torch.cat((state.v.to(v.dtype), v), dim=1)
+        (k, kept_k), (v, kept_v) = self._extend(state, k, v)
         width, seen = k.shape[1], state.lengths + length
         queries = torch.stack((torch.zeros_like(seen), torch.full_like(seen, length)), dim=1).flatten()
         cu_seqlens, cu_seqlens_k = offsets_of(queries), offsets_of(torch.stack((width - seen, seen), dim=1).flatten())
@@ -212,10 +210,10 @@ class CausalAttention(Mixer):
             record(lambda: self._sequence_weights(q[0], k_packed[0], cu_seqlens, cu_seqlens_k)[1::2])
         y = sliding_window_attention(q, k_packed, v_packed, self.window, scale=self.score_scale, backend=self.backend,
                                      cu_seqlens=cu_seqlens, cu_seqlens_k=cu_seqlens_k, sinks=self.sink_logits)
-        k, v = self._kept(k, v)
-        keep = seen.clamp(max=k.shape[1])
-        lengths = keep if bool((keep != k.shape[1]).any()) else None
-        return self.heads_output(x, y.view(batch, length, *y.shape[2:])), KVCache(k, v, lengths, state.position + length)
+        keep = seen.clamp(max=kept_k.shape[1])
+        lengths = keep if bool((keep != kept_k.shape[1]).any()) else None
+        cache = KVCache(kept_k, kept_v, lengths, state.position + length)
+        return self.heads_output(x, y.view(batch, length, *y.shape[2:])), cache
 
     def _mix_packed(self, x: torch.Tensor, state: KVCache | None, cu_seqlens: torch.Tensor):
         """x (1, total, d_model) packing N sequences, each continuing its stream of the state."""
@@ -256,13 +254,12 @@ class CausalAttention(Mixer):
             y = y * torch.sigmoid(self.gate_proj(x))
         return self.out_proj(y)
 
-    def _kept(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The keys/values (B, L, ...) the next call can still attend to."""
-        if self.window is None:
-            return k, v
-        start = max(k.shape[1] - (self.window - 1), 0)
-        # clone: a view would keep the whole concatenated buffer alive, breaking constant memory
-        return k[:, start:].clone(), v[:, start:].clone()
+    def _extend(self, state: KVCache | None, k: torch.Tensor, v: torch.Tensor):
+        """((every key, the kept ones), (every value, the kept ones)): the state's followed by this
+        call's k, v (B, T, n_kv_heads, head_dim); kept: what the next call can still attend to."""
+        keep = None if self.window is None else self.window - 1
+        cached = (None, None) if state is None else (state.k, state.v)
+        return extend(cached[0], k, keep), extend(cached[1], v, keep)
 
     def init_state(self, batch_size: int) -> KVCache:
         """The empty KVCache for `batch_size` streams.

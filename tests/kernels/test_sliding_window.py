@@ -69,6 +69,18 @@ def test_backends_match_reference(case, backend):
 
 
 @settings(deadline=None)
+@given(case=attention_case(dtypes=(torch.float32, torch.bfloat16, torch.float64)),
+       backend=st.sampled_from(["sdpa", "auto"]))
+def test_a_decoding_step_matches_reference(case, backend):
+    """One query after its cache (sdpa takes each key/value head's query heads as rows of one call)."""
+    q, k, v, window = case
+    q = q[:, -1:]
+    expected = sliding_window_attention_reference(q, k, v, window, scale=0.3)
+    assert_close(sliding_window_attention(q, k, v, window, scale=0.3, backend=backend), expected,
+                 what=f"{backend}, one query")
+
+
+@settings(deadline=None)
 @given(case=attention_case(dtypes=(torch.float32,)))
 def test_chunkwise_matches_dense_masked_sdpa(case):
     q, k, v, window = case
