@@ -70,6 +70,7 @@ TARGETS = {  # name: the conversion's pattern (a mapping: mixers' options beside
 PARTS = ("load", "forward", "train", "train_long", "decode", "padded", "distill", "kernels", "armt")
 PRECISIONS = ("fp32", "bf16")
 FIRST = 2  # tokens both timed decoding calls generate; the difference is --tokens more
+ARMT_MEMORY_TOKENS = 16
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -416,12 +417,18 @@ def first_kernel_calls(processes: int) -> list[dict]:
 def armt_cell(folder: Path, ids: torch.Tensor, segment: int) -> Cell:
     from layerzoo.assemblies.armt import wrap
 
-    armt = wrap(folder, segment_size=segment, num_mem_tokens=16, memory_layers=[-1])
+    armt = wrap(folder, segment_size=segment, num_mem_tokens=ARMT_MEMORY_TOKENS, memory_layers=[-1])
+    # every segment runs with its memory tokens; the frozen base's backward reaches its
+    # activations, not its weights (4N a token), the memory trains (6 x its parameters)
+    read = ids.numel() // segment * (segment + ARMT_MEMORY_TOKENS)
+    trained = sum(p.numel() for p in armt.parameters() if p.requires_grad)
+    flops = read * (4 * parameters_per_token(armt.base) + 6 * trained
+                    + 3 * attention_flops(armt.base, segment + ARMT_MEMORY_TOKENS))
 
     def step():
         armt(ids, labels=ids).backward()
         armt.zero_grad(set_to_none=True)
-    return Cell({"target": TEACHER, "part": "armt", "segment": segment}, step)
+    return Cell({"target": TEACHER, "part": "armt", "segment": segment, "flops": flops}, step)
 
 
 class Readings:
@@ -491,8 +498,10 @@ def render(data: dict) -> str:
                                     kernels))
     armt = readings.seconds(TEACHER, "armt", segment=config["seq"] // 2)
     if armt is not None:
-        parts.append(f"ARMT around the teacher (segments of {config['seq'] // 2}, 16 memory tokens, memory in the last "
-                     f"layer), a training step on 2 x {config['seq']} tokens: {armt:.2f} s")
+        parts.append(f"ARMT around the teacher (segments of {config['seq'] // 2}, {ARMT_MEMORY_TOKENS} memory tokens, "
+                     f"memory in the last layer, the base frozen), a training step on 2 x {config['seq']} tokens: "
+                     f"{readings.timed(TEACHER, 'armt', segment=config['seq'] // 2)}, "
+                     f"{2 * config['seq'] / armt:.0f} tokens/s")
     return "\n\n".join(parts)
 
 
