@@ -85,14 +85,17 @@ def run_sharded(model, ids, targets, pieces):
     return logits.detach(), loss, grads
 
 
-def difference(spec, dtype, packed: bool, group: ContextGroup, fsdp: bool = False) -> float:
+def difference(spec, dtype, packed: bool, group: ContextGroup, fsdp: bool = False, spread: bool = True) -> float:
     """Largest difference of logits, loss or any gradient between the split run and one process;
-    with fsdp, the split run's model sharded with FSDP2 over the same processes."""
+    with fsdp, the split run's model sharded with FSDP2 over the same processes. spread: mLSTM's
+    gates spread out, so its stabiliser takes both sides of its max (a shipped spec runs as built:
+    stacked layers of spread gates make the fp64 sums themselves ill-conditioned, gradients of 10
+    rounded to 1e-11 apart by two CPUs' kernels, which would measure the CPU, not the exchange)."""
     torch.manual_seed(0)
     model = layerzoo.build(spec).to(dtype)
-    with torch.no_grad():  # mLSTM's gates spread out, so its stabiliser takes both sides of its max
+    with torch.no_grad():
         for name, parameter in model.named_parameters():
-            if name.endswith("gate_proj.bias"):
+            if spread and name.endswith("gate_proj.bias"):
                 parameter.normal_(0.0, 4.0)
     rows = 1 if packed else ROWS
     ids = torch.randint(0, VOCAB, (rows, LENGTH))
@@ -149,9 +152,10 @@ def main(out: Path) -> None:
                 cases[f"{name}/{'packed' if packed else 'rows'}/fp64"] = difference(one_mixer(name), torch.float64, packed, group)
             cases[f"{name}/rows/fp32"] = difference(one_mixer(name), torch.float32, False, group)
         for name in TINY_SPECS:
-            cases[f"{name}/packed/fp64"] = difference(shipped(name), torch.float64, True, group)
+            cases[f"{name}/packed/fp64"] = difference(shipped(name), torch.float64, True, group, spread=False)
         for name in ("swax-tiny", "swax-gdn-tiny", "mamba2-hybrid-tiny"):
-            cases[f"{name}/packed/fsdp/fp64"] = difference(shipped(name), torch.float64, True, group, fsdp=True)
+            cases[f"{name}/packed/fsdp/fp64"] = difference(shipped(name), torch.float64, True, group, fsdp=True,
+                                                           spread=False)
     report = {"cases": cases, "bad_inputs": bad_inputs(group), "warnings": [str(w.message) for w in caught]}
     finish(report, out)
 
