@@ -70,9 +70,9 @@ def evaluate(paths: Sequence[str | Path], settings: EvalSettings | None = None, 
                                  else "perplexity")
     if metric == "perplexity":
         return perplexity(settings, scored, precision, progress)
-    if all(entry.kind == "run" for entry in scored):
+    if metric == "accuracy" and all(entry.kind == "run" for entry in scored):
         return run_accuracy(settings, scored, precision, progress)
-    return accuracy(settings, scored, precision, progress)
+    return accuracy(settings, scored, precision, progress, qa=metric == "qa")
 
 
 @dataclass(frozen=True)
@@ -193,22 +193,24 @@ def run_accuracy(settings: EvalSettings, scored: list[Scored], precision: EvalPr
                                      about={"precision": precision.name}, progress=progress)}
 
 
-def accuracy(settings: EvalSettings, scored: list[Scored], precision: EvalPrecision, progress: bool) -> dict[str, dict]:
-    """Distill runs and model folders: each model's NIAH grid in its tokenizer's tokens (table,
-    JSON, heatmap), and with several a table of all (mean over depths by length); returns each
-    model's grid by label."""
+def accuracy(settings: EvalSettings, scored: list[Scored], precision: EvalPrecision, progress: bool,
+             qa: bool = False) -> dict[str, dict]:
+    """Distill runs and model folders on NIAH in their tokenizer's tokens, or with `qa` any model
+    that reads text on the qa task over --text's passages (else the first run's text): each
+    model's grid (table, JSON, heatmap), and with several a table of all (mean over depths by
+    length); returns each model's grid by label."""
     from .grid_report import write_grid
 
     for entry in scored:
-        if entry.kind == "run":
+        if entry.kind == "run" and not qa:
             raise EvaluationError(f"{entry.source}: --metric accuracy scores a training run on its own task, alone; "
                                   "give it by itself (distill runs and model folders are scored on NIAH together)")
-    _, lengths, out = shared_defaults(settings, scored)
+    data, lengths, out = shared_defaults(settings, scored)
     plan = []
     for entry in scored:  # every input checked before the first model runs
-        task = niah(entry)
-        entry_lengths, window, stem = placement(entry, settings, lengths, out, "eval")
-        plan.append((entry, task, fitting(entry, entry_lengths, task.min_seq_len(), given=bool(settings.lengths)),
+        task = qa_task(entry, data) if qa else niah(entry)
+        entry_lengths, window, stem = placement(entry, settings, lengths, out, "qa" if qa else "eval")
+        plan.append((entry, task, fitting(entry, entry_lengths, task, given=bool(settings.lengths)),
                      window, stem))
     depths = list(settings.depths or EvalConfig().depths)
     grids = {}
@@ -220,21 +222,22 @@ def accuracy(settings: EvalSettings, scored: list[Scored], precision: EvalPrecis
                                                "tokenizer": entry.tokenizer, "precision": precision.name},
                                         progress=progress)
     if len(grids) > 1:
-        print("NIAH accuracy (%) in each model's tokens, mean over depths, each model beside the others:")
+        what = "QA exact-match accuracy (%)" if qa else "NIAH accuracy (%) in each model's tokens"
+        print(f"{what}, mean over depths, each model beside the others:")
         print(format_accuracies(grids))
     return grids
 
 
-def fitting(entry: Scored, lengths: list[int], shortest: int, given: bool) -> list[int]:
-    """The lengths NIAH's examples fit in (>= shortest): all of them when given by --lengths (else
-    a one-line error), those of the defaults that fit."""
+def fitting(entry: Scored, lengths: list[int], task: Task, given: bool) -> list[int]:
+    """The lengths the task's examples fit in: all of them when given by --lengths (else a
+    one-line error), those of the defaults that fit."""
+    shortest = task.min_seq_len()
     if given and min(lengths) < shortest:
-        raise EvaluationError(f"--lengths: NIAH's needles, distractors and query need >= {shortest} tokens, "
-                              f"got {min(lengths)}")
+        raise EvaluationError(f"--lengths: an example of {task.name} needs >= {shortest} tokens, got {min(lengths)}")
     kept = [length for length in lengths if length >= shortest]
     if not kept:
-        raise EvaluationError(f"{entry.source}: give --lengths >= {shortest} (NIAH's needles, distractors and query "
-                              "fit in none of its default lengths)")
+        raise EvaluationError(f"{entry.source}: give --lengths >= {shortest} (an example of {task.name} fits in none "
+                              "of its default lengths)")
     return kept
 
 
@@ -248,6 +251,18 @@ def niah(entry: Scored) -> Task:
                                            f"model's vocab_size {size}")
         ordinary = np.flatnonzero(tokenizer.token_bytes > 0)
         return in_tokens(ordinary[ordinary != tokenizer.eos_id].tolist())
+    except OptionError as error:
+        raise EvaluationError(f"{entry.source}: {error}") from None
+
+
+def qa_task(entry: Scored, data: dict[str, Any] | None) -> Task:
+    """The qa task on the held-out passages of `data` (the text options --text gives or a run
+    brings), read with the entry's tokenizer."""
+    if entry.tokenizer is None or data is None:
+        raise EvaluationError(f"{entry.source}: --metric qa needs text for its passages (--text) and a model "
+                              "that reads text")
+    try:
+        return make_task("qa", {**data, "tokenizer": entry.tokenizer, "split": "eval"}, vocab_size(entry.model))
     except OptionError as error:
         raise EvaluationError(f"{entry.source}: {error}") from None
 

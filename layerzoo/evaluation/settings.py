@@ -12,8 +12,9 @@ from ..options import Section, option
 
 @dataclass(frozen=True)
 class EvalSettings(Section):
-    metric: Literal["accuracy", "perplexity"] | None = option(
-        None, help="default: accuracy for training runs of a synthetic task, else perplexity")
+    metric: Literal["accuracy", "perplexity", "qa"] | None = option(
+        None, help="default: accuracy for training runs of a synthetic task, else perplexity; qa: exact-match "
+                   "accuracy on questions about facts placed among --text's held-out passages")
     lengths: tuple[int, ...] | None = option(
         None, min=1, help="context lengths (default: the spec's training.eval.lengths; a distill run's distillation "
                           "length times 1, 2, 4, 8, 16; model folders: the first run's)")

@@ -10,10 +10,11 @@ from .base import IGNORE, Batch, Task
 from .byte_lm import ByteLM
 from .mqar import MQAR
 from .niah import NIAH, VARIANTS
+from .qa import QA
 from .seeds import example_seed, heldout_seed, report_seed
 from .text import Text
 
-TASKS: dict[str, type[Task]] = {task.name: task for task in (MQAR, NIAH, ByteLM, Text)}
+TASKS: dict[str, type[Task]] = {task.name: task for task in (MQAR, NIAH, ByteLM, Text, QA)}
 
 
 def make_task(name: str, options: dict[str, Any], vocab_size: int) -> Task:
@@ -28,5 +29,5 @@ def make_task(name: str, options: dict[str, Any], vocab_size: int) -> Task:
     return task
 
 
-__all__ = ["IGNORE", "TASKS", "VARIANTS", "Batch", "ByteLM", "MQAR", "NIAH", "Task", "Text", "example_seed", "heldout_seed", "make_task",
+__all__ = ["IGNORE", "TASKS", "VARIANTS", "Batch", "ByteLM", "MQAR", "NIAH", "QA", "Task", "Text", "example_seed", "heldout_seed", "make_task",
            "report_seed"]

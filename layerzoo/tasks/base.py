@@ -46,6 +46,7 @@ class Task(Section):
     pack: bool = option(False, help="fill each training row with several examples, packed apart")
     name: ClassVar[str] = ""
     has_depth: ClassVar[bool] = False  # whether `depth` (needle position, 0..1) means anything
+    exact: ClassVar[bool] = False  # accuracy counts whole answers (every scored token of a row right), not tokens
 
     def bind(self, vocab_size: int) -> "Task":
         """This task with options that default to the model's (vocab_size) filled in."""

@@ -94,6 +94,17 @@ def test_niah_in_the_tokenizers_tokens_beside_the_teacher(run):
         assert (run.folder / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_qa_on_the_runs_passages_beside_the_teacher(run):
+    """At the run's lengths a qa example fits in, on the run's held-out text: exact-match accuracies."""
+    text = printed(["eval", str(run.folder), "--metric", "qa", "--depths", "0", "1", "--samples", "3"])
+    table = text[text.index("QA exact-match accuracy (%)"):]
+    assert len(row(table, "teacher (teacher)")) == len(row(table, "run (student)"))
+    for name in ("qa-teacher-windowspec", "qa-windowspec"):
+        grid = json.loads((run.folder / f"{name}.json").read_text())
+        assert grid["task"] == "qa" and grid["depths"] == [0, 1] and grid["lengths"][-1] == 512
+        assert all(value in (0, 1 / 3, 2 / 3, 1) for row_ in grid["accuracy"] for value in row_)  # whole answers of 3
+
+
 def test_token_niah_is_niah_written_in_the_given_tokens():
     tokens = list(range(1000, 1100))
     mapped = in_tokens(tokens, seed=3)
@@ -117,7 +128,8 @@ def test_token_niah_is_niah_written_in_the_given_tokens():
     ("big-tokenizer", "has 80 tokens, more than the model's vocab_size 64"),
     ("big-tokenizer-niah", "has 80 tokens, more than the model's vocab_size 64"),
     ("holdout-alone", "--text: needed with field or holdout"),
-    ("niah-too-short", "--lengths: NIAH's needles, distractors and query need >= 60 tokens, got 32"),
+    ("niah-too-short", "--lengths: an example of niah needs >= 60 tokens, got 32"),
+    ("qa-no-text", "--metric qa needs text for its passages (--text)"),
     ("unfinished", "the distill run has not finished"),
     ("teacher-gone", "the teacher's folder"),
 ])
@@ -132,6 +144,7 @@ def test_bad_input_is_one_line(run, folders, tmp_path, capsys, case, message):
                                         str(tmp_path)],
                  "holdout-alone": [str(run.folder), "--holdout", "0.5"],
                  "niah-too-short": [str(run.folder), "--metric", "accuracy", "--lengths", "32", "64"],
+                 "qa-no-text": [str(folders.teacher), "--metric", "qa", "--lengths", "512", "--out", str(tmp_path)],
                  "unfinished": [str(tmp_path / "run")], "teacher-gone": [str(tmp_path / "run")]}[case]
     if case.startswith("big-tokenizer"):  # its tokenizer (80 tokens) is larger than its model's vocabulary
         write_teacher(folders.corpus, tmp_path / "big", teacher_spec(vocab_size=64))

@@ -99,8 +99,8 @@ def test_labels_give_layerzoos_loss(swax):
     labels[0, :5] = -100
     with torch.no_grad():
         loss = swax(ids, labels=labels).loss
-        total, _, count = score(swax.model, Batch(ids, torch.cat((labels[:, 1:], torch.full((2, 1), -100)), 1)),
-                                torch.autocast("cpu", enabled=False))
+        total, _, count, _ = score(swax.model, Batch(ids, torch.cat((labels[:, 1:], torch.full((2, 1), -100)), 1)),
+                                   torch.autocast("cpu", enabled=False))
     torch.testing.assert_close(loss, total / count)
 
 

@@ -17,7 +17,8 @@ def options(tmp_path_factory):
     text = tmp_path_factory.mktemp("text") / "text.txt"
     text.write_text("the quick brown fox jumps over the lazy dog. " * 40)
     text.with_name("more.txt").write_text("pack my box with five dozen liquor jugs. " * 30)
-    return {"bytes": {"paths": [str(text)]}, "text": {"files": [str(text), str(text.with_name("more.txt"))]}}
+    files = [str(text), str(text.with_name("more.txt"))]
+    return {"bytes": {"paths": [str(text)]}, "text": {"files": files}, "qa": {"files": files}}
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))

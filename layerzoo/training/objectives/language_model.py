@@ -84,17 +84,22 @@ def examples_per_rank(config: TrainingConfig, world_size: int) -> int:
     return config.batch_size // world_size
 
 
-def score(model: nn.Module, batch: Batch, autocast: contextlib.AbstractContextManager, scored_tail: bool = False
-          ) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """(summed cross-entropy (0-d, differentiable), correct argmax predictions (0-d), scored tokens)
-    over the positions of batch.targets that are not IGNORE. scored_tail (a CausalLM on unpacked
-    rows): the head runs from the first scored position on only."""
+def score(model: nn.Module, batch: Batch, autocast: contextlib.AbstractContextManager, scored_tail: bool = False,
+          exact: bool = False) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    """(summed cross-entropy (0-d, differentiable), hits (0-d), scored tokens, answers) over the
+    positions of batch.targets that are not IGNORE. hits: correct argmax predictions, or with
+    `exact` the rows whose every scored token is right (unpacked rows: one answer each); answers:
+    rows with a scored token. scored_tail (a CausalLM on unpacked rows): the head runs from the
+    first scored position on only."""
     keep = tail_length(batch.targets) if scored_tail else 0
     logits = forward_batch(model, batch, autocast, logits_to_keep=keep)
     targets = batch.targets[:, -keep:] if keep else batch.targets
     loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE, reduction="sum")
-    correct = ((logits.argmax(-1) == targets) & (targets != IGNORE)).sum()
-    return loss, correct, batch.scored
+    scored = targets != IGNORE
+    right = (logits.argmax(-1) == targets) & scored
+    answered = scored.any(-1)
+    hits = (answered & (right == scored).all(-1)).sum() if exact else right.sum()
+    return loss, hits, batch.scored, int(answered.sum())
 
 
 def tail_length(targets: torch.Tensor) -> int:
@@ -108,14 +113,15 @@ def tail_length(targets: torch.Tensor) -> int:
 def score_heldout(model: nn.Module, task: Task, seq_len: int, samples: int, seed: int, *, depth: float | None = None,
              batch_size: int = 16, context: Context = LOCAL, autocast=contextlib.nullcontext(),
              scored_tail: bool = False) -> dict[str, float]:
-    """Mean loss and accuracy over the scored tokens of `samples` seeded examples (the same ones
-    every call), the samples split over data-parallel ranks; scored_tail as `score`'s."""
-    loss = correct = count = 0.0
+    """Mean loss over the scored tokens of `samples` seeded examples (the same ones every call),
+    the samples split over data-parallel ranks, and accuracy: of the scored tokens, or of the
+    examples' answers for a task scored by exact match (Task.exact); scored_tail as `score`'s."""
+    totals = torch.zeros(4, dtype=torch.float64)  # loss, hits, scored tokens, answers
     with evaluating(model):
         for batch, counts in heldout_batches(task, seq_len, samples, seed, depth=depth, batch_size=batch_size,
                                              context=context):
-            batch_loss, batch_correct, batch_count = score(model, batch, autocast, scored_tail)
+            measured = score(model, batch, autocast, scored_tail, exact=task.exact)
             if counts:
-                loss, correct, count = loss + batch_loss.item(), correct + batch_correct.item(), count + batch_count
-    loss, correct, count = all_sum([loss, correct, count], context, context.device)
-    return {"loss": loss / max(count, 1), "accuracy": correct / max(count, 1)}
+                totals += torch.tensor([float(value) for value in measured])
+    loss, hits, count, answers = all_sum(totals.tolist(), context, context.device)
+    return {"loss": loss / max(count, 1), "accuracy": hits / max(answers if task.exact else count, 1)}
