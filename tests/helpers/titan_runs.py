@@ -66,9 +66,8 @@ def docs_train(spec: Path, dump: Path, overrides: tuple[str, ...], section: str 
     (command,) = [code for heading, language, code, _ in fenced_blocks(DOCS / "training-at-scale.md")
                   if heading == section and language == "bash"]
     torchrun = f"{shlex.quote(sys.executable)} -m torch.distributed.run --nproc-per-node 2 --local-ranks-filter 0"
-    for written, here in (("swax-gdn-tiny", str(spec)),
-                          ('LAYERZOO_SET="training.window.schedule=fixed"', "LAYERZOO_SET=" + shlex.quote("\n".join(overrides))),
-                          ("torchrun --nproc-per-node 8", torchrun),
+    environment = f"LAYERZOO_SPEC={shlex.quote(str(spec))} LAYERZOO_SET={shlex.quote(chr(10).join(overrides))}"
+    for written, here in (("LAYERZOO_SPEC=swax-gdn-tiny", environment), ("torchrun --nproc-per-node 8", torchrun),
                           ("runs/titan", str(dump)), *replaced):
         assert written in command, f"the page's command no longer says {written!r}"
         command = command.replace(written, here)

@@ -1,8 +1,8 @@
 """What layerzoo.hf.torchtitan refuses, in one line each: another torchtitan release, parallelism a
 layerzoo spec cannot take (tensor, pipeline, an SPMD backend needing annotations, torchtitan's
 context load balancing, compiled blocks under context parallelism), batch sizes other than the
-spec's, and training settings only layerzoo train has (stochastic windows); and the batch split
-it derives instead (layerzoo train's micro-batches)."""
+spec's, and a segment curriculum without a segment size; and the batch split it derives instead
+(layerzoo train's micro-batches)."""
 
 import types
 
@@ -23,9 +23,6 @@ from layerzoo.specs import load_spec
 from layerzoo.training.errors import TrainingError
 from layerzoo.training.objectives.language_model import LanguageModel
 from layerzoo.training.parallel.distributed import Context
-
-FIXED = ["training.window.schedule=fixed"]
-
 
 def one_line(error: pytest.ExceptionInfo) -> str:
     assert "\n" not in str(error.value)
@@ -52,16 +49,17 @@ def test_a_parallel_layout_the_model_cannot_take_is_refused(layout, named):
 
 
 def test_the_config_of_a_spec_trains_it_as_layerzoo_train_would():
-    config = trainer_config("swax-gdn-tiny", ["training.window.schedule=fixed", "training.batch_size=8"])
+    config = trainer_config("swax-gdn-tiny", ["training.batch_size=8"])
     assert (config.training.global_batch_size, config.training.seq_len) == (8, 64)
     assert config.training.mixed_precision_param == "float32"
     assert config.parallelism.spmd_backend == "partial_dtensor"
     assert [group.optimizer_kwargs["weight_decay"] for group in config.optimizer.param_groups] == [0.0, 0.1]
 
 
-def test_a_stochastic_window_schedule_is_refused():
-    with pytest.raises(HFError, match="training.window.schedule stochastic") as error:
-        trainer_config("swax-gdn-tiny")
+def test_a_curriculum_without_a_segment_size_is_refused():
+    """Only ARMT brings a segment size of its own, and ARMT is refused under torchtitan."""
+    with pytest.raises(TrainingError, match="training.curriculum: set segment_size") as error:
+        trainer_config("swax-gdn-tiny", ["training.curriculum.segments=[1, 2]"])
     one_line(error)
 
 
@@ -77,7 +75,7 @@ def test_what_layerzoos_context_parallelism_cannot_take_is_refused(layout, compi
         LayerzooTitanModel.Config(spec="swax-gdn-tiny").update_from_config(config=config)
     one_line(error)
     # the layout layerzoo_spec sets (no load balancing) is taken under context parallelism
-    config.parallelism, config.compile = trainer_config("swax-gdn-tiny", FIXED).parallelism, CompileConfig()
+    config.parallelism, config.compile = trainer_config("swax-gdn-tiny").parallelism, CompileConfig()
     config.parallelism.context_parallel_degree = 2
     LayerzooTitanModel.Config(spec="swax-gdn-tiny").update_from_config(config=config)
 
@@ -89,7 +87,7 @@ def test_what_layerzoos_context_parallelism_cannot_take_is_refused(layout, compi
     (4, {"data_parallel_replicate_degree": 2}, 4, 2),                     # HSDP 2 x 2
 ])
 def test_the_local_batch_is_layerzoo_trains_micro_batch(world, degrees, grad_accum, micro):
-    config = trainer_config("swax-gdn-tiny", [*FIXED, f"training.grad_accum={grad_accum}"])  # batch 32
+    config = trainer_config("swax-gdn-tiny", [f"training.grad_accum={grad_accum}"])  # batch 32
     for name, degree in degrees.items():
         setattr(config.parallelism, name, degree)
     split_batch(config, world)
@@ -102,7 +100,7 @@ def test_the_local_batch_is_layerzoo_trains_micro_batch(world, degrees, grad_acc
     ("local_batch_size", 4, "training.local_batch_size 4: .* gives 16"),
 ])
 def test_torchtitans_batch_sizes_other_than_the_specs_are_refused(field, value, named):
-    config = trainer_config("swax-gdn-tiny", FIXED)
+    config = trainer_config("swax-gdn-tiny")
     setattr(config.training, field, value)
     with pytest.raises(HFError, match=named) as error:
         split_batch(config, 2)
@@ -110,7 +108,7 @@ def test_torchtitans_batch_sizes_other_than_the_specs_are_refused(field, value, 
 
 
 def test_a_batch_that_does_not_split_is_refused():
-    config = trainer_config("swax-gdn-tiny", [*FIXED, "training.grad_accum=16"])  # 32 over 4 ranks x 16
+    config = trainer_config("swax-gdn-tiny", ["training.grad_accum=16"])  # 32 over 4 ranks x 16
     with pytest.raises(TrainingError, match="does not split over 4 processes x 16") as error:
         split_batch(config, 4)
     one_line(error)
@@ -122,7 +120,7 @@ def test_a_batch_that_does_not_split_is_refused():
 
 @pytest.mark.parametrize("grad_accum, dp_rank", [(1, 0), (2, 1), (4, 0)])
 def test_the_micro_batches_are_the_examples_of_layerzoo_trains_step(grad_accum, dp_rank):
-    overrides = [*FIXED, f"training.grad_accum={grad_accum}", "training.task.pack=true"]
+    overrides = [f"training.grad_accum={grad_accum}", "training.task.pack=true"]
     training = load_spec("swax-gdn-tiny", overrides).training
     micro = training.batch_size // (2 * grad_accum)
     loader = TaskDataLoader.Config(spec="swax-gdn-tiny", overrides=overrides).build(

@@ -55,6 +55,25 @@ def variants(runs):
                                       (("context_parallel_degree 4", "context_parallel_degree 2"),))}
 
 
+SCHEDULES = ("training.window.schedule=stochastic", "training.window.short=8", "training.window.long=16",
+             "training.window.p_short=0.5", "training.window.anneal_fraction=0.25",
+             "training.curriculum.segments=[1, 2]", "training.curriculum.segment_size=16")
+
+
+@pytest.fixture(scope="module")
+def schedules(runs):
+    """The spec with SWAX's stochastic window and a segment curriculum (16 tokens, then 32), by
+    layerzoo train and by torchtitan (2 processes, FSDP2): layerzoo train's metrics and torchtitan's log."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAYERZOO_CACHE", str(runs["cache"]))
+        folder, spec = runs["folder"], runs["spec"]
+        flags = [flag for override in SCHEDULES for flag in ("--set", override)]
+        assert main(["train", str(spec), "--out", str(folder / "scheduled"), *flags, "--no-progress"]) == 0
+        log = titan_train(spec, folder / "titan-scheduled", overrides=SCHEDULES)
+    metrics = [json.loads(line) for line in (folder / "scheduled" / "metrics.jsonl").read_text().splitlines()]
+    return {"titan": log, "layerzoo": [row for row in metrics if "loss" in row]}
+
+
 def assert_losses_equal(titan: dict[int, float], layerzoo: dict[int, float]) -> None:
     for step, loss in titan.items():  # logged to 5 decimals; fp32 sums in another order
         assert loss == pytest.approx(layerzoo[step], abs=2e-5), step
@@ -77,6 +96,16 @@ def test_losses_with_accumulation_or_context_parallelism_equal_layerzoo_trains(r
     titan = logged_losses(log)
     assert sorted(titan) == [1, 2]
     assert_losses_equal(titan, runs["layerzoo"])
+
+
+def test_stochastic_windows_and_a_curriculum_train_as_layerzoo_trains(schedules):
+    """Each step's window and sequence length as layerzoo train draws them (both windows drawn, both
+    lengths reached), and its learning rate restarted per stage: the same losses."""
+    steps = schedules["layerzoo"]
+    assert {row["window"] for row in steps} == {8, 16} and [row["seq_len"] for row in steps] == [16, 16, 32, 32]
+    titan = logged_losses(schedules["titan"])
+    assert sorted(titan) == [1, 2, 3, 4]
+    assert_losses_equal(titan, {row["step"]: row["loss"] for row in steps})
 
 
 def test_the_second_run_resumes_from_the_checkpoint(runs):

@@ -18,6 +18,7 @@ from torchtitan.protocols.model_spec import ModelSpec
 
 from ...assemblies.build import build
 from ...specs import load_spec
+from ...training.loop.trainer import make_curriculum
 from ..errors import HFError
 from .adapter import LayerzooStateDictAdapter
 from .data import TaskDataLoader, TaskTokenizer
@@ -37,15 +38,14 @@ def layerzoo_spec() -> LayerzooTrainer.Config:
 
 def trainer_config(spec_name: str, overrides: list[str] = ()) -> LayerzooTrainer.Config:
     """A LayerzooTrainer.Config training `spec_name` with `overrides` as `layerzoo train` would: its model,
-    initial weights, task data, batch size, sequence length, steps, AdamW groups, schedule and clipping."""
+    initial weights, task data, batch size, sequence length (per step, under a curriculum), steps,
+    window schedule, AdamW groups, learning-rate schedule and clipping."""
     overrides = list(overrides)
     spec = load_spec(spec_name, overrides)
     training = spec.training
     if training is None:
         raise HFError(f"{spec_name}: the spec has no training section to train by")
-    if training.window.schedule != "fixed" or training.curriculum is not None:
-        raise HFError(f"{spec_name}: training.window.schedule {training.window.schedule} and curricula are layerzoo "
-                      "train's only; under torchtitan set training.window.schedule=fixed and no curriculum")
+    make_curriculum(training, None)  # a curriculum's segment size is checked before anything runs
     settings = training.optimizer
     return LayerzooTrainer.Config(
         model_spec=ModelSpec(name="layerzoo", flavor=spec.name or spec_name,
@@ -57,8 +57,7 @@ def trainer_config(spec_name: str, overrides: list[str] = ()) -> LayerzooTrainer
         dataloader=TaskDataLoader.Config(spec=spec_name, overrides=overrides),
         loss=CrossEntropyLoss.Config(),
         optimizer=adamw_groups(build(spec, device="meta"), settings),
-        lr_scheduler=LayerzooSchedule.Config(lr=settings.lr, min_lr_ratio=settings.min_lr_ratio,
-                                             layerzoo_warmup_steps=settings.warmup_steps),
+        lr_scheduler=LayerzooSchedule.Config(spec=spec_name, overrides=overrides),
         # the global batch; its micro-batch is layerzoo train's, known once the layout is (trainer.split_batch)
         training=TrainingConfig(local_batch_size=DERIVED, global_batch_size=training.batch_size,
                                 seq_len=training.seq_len, steps=training.steps,

@@ -3,7 +3,8 @@
 Step s on data-parallel rank r yields the examples `layerzoo train` gives that rank at step s
 (`training_batch` with the spec's seed: examples keyed by (seed, step, index), stateless), in its
 micro-batches of local_batch_size, in order, so the two trainers see the same global batch and
-accumulate it alike; packed documents come as `cu_seqlens` for the model.
+accumulate it alike, at the step's sequence length (a segment curriculum's stage sets it);
+packed documents come as `cu_seqlens` for the model.
 Nothing is downloaded: the text task reads its local corpora and cached tokenizer.
 """
 
@@ -19,6 +20,7 @@ from torchtitan.components.tokenizer import BaseTokenizer
 
 from ...specs import Spec, load_spec
 from ...tasks import Task, make_task
+from ...training.loop.trainer import make_curriculum
 from ...training.objectives.batches import training_batch
 from ..errors import HFError
 
@@ -47,7 +49,9 @@ class TaskDataLoader(BaseDataLoader):
                           f"do not split the spec's training.batch_size {spec.training.batch_size}; leave torchtitan's "
                           "batch sizes as layerzoo_spec sets them (LAYERZOO_SET training.grad_accum=... accumulates)")
         self.task, self.seed = spec_task(spec), spec.training.seed
-        self.seq_len, self.batch_size = seq_len, local_batch_size
+        curriculum = make_curriculum(spec.training, None)
+        self.seq_len = (lambda step: seq_len) if curriculum is None else curriculum.seq_len
+        self.batch_size = local_batch_size
         share = spec.training.batch_size // dp_world_size  # this rank's examples of a step, as layerzoo train's
         self.starts = range(dp_rank * share, (dp_rank + 1) * share, local_batch_size)
         self.step = 0
@@ -58,7 +62,7 @@ class TaskDataLoader(BaseDataLoader):
             self.step += 1  # on its first micro-batch: a checkpoint after the step resumes at the next one
             for start in self.starts:
                 indices = range(start, start + self.batch_size)
-                batch = training_batch(self.task, self.seq_len, self.seed, "train", step, indices, "cpu")
+                batch = training_batch(self.task, self.seq_len(step), self.seed, "train", step, indices, "cpu")
                 inputs = {"input": batch.input_ids}
                 if batch.cu_seqlens is not None:
                     inputs["cu_seqlens"] = batch.cu_seqlens

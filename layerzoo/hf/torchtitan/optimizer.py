@@ -2,13 +2,14 @@
 
 AdamW with weight decay on matrices only (`layerzoo train`'s `adamw`: norms and biases are not
 decayed), as two torchtitan parameter groups named by pattern, and layerzoo's warmup + cosine
-schedule (`learning_rate`) as the LambdaLR factor, so both trainers take the same steps.
+schedule (`learning_rate`, restarted per stage of a segment curriculum) as the LambdaLR factor, so
+both trainers take the same steps.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from torchtitan.components.optimizer import (
     LRSchedulersContainer,
@@ -16,8 +17,10 @@ from torchtitan.components.optimizer import (
     ParamGroupConfig,
 )
 
+from ...specs import load_spec
 from ...training.config import OptimizerConfig
 from ...training.loop.schedules import learning_rate
+from ...training.loop.trainer import make_curriculum
 
 
 def adamw_groups(model, settings: OptimizerConfig) -> OptimizersContainer.Config:
@@ -39,14 +42,20 @@ def wrapped_name(name: str) -> str:
 
 
 class LayerzooSchedule(LRSchedulersContainer):
-    """LRSchedulersContainer whose factor at step s is learning_rate(s) / lr."""
+    """LRSchedulersContainer whose factor at step s is `layerzoo train`'s learning rate at s over
+    lr: warmup and cosine over the run, or over each stage of a segment curriculum."""
 
     @dataclass(kw_only=True, slots=True)
     class Config(LRSchedulersContainer.Config):
-        lr: float = 1e-3
-        min_lr_ratio: float = 0.1
-        layerzoo_warmup_steps: int = 0
+        spec: str = "swax-gdn-tiny"
+        overrides: list[str] = field(default_factory=list)
 
         def build(self, *, optimizers, training_steps):
-            settings = OptimizerConfig(lr=self.lr, min_lr_ratio=self.min_lr_ratio, warmup_steps=self.layerzoo_warmup_steps)
-            return LRSchedulersContainer(optimizers, lambda step: learning_rate(step, training_steps, settings) / settings.lr)
+            training = load_spec(self.spec, self.overrides).training
+            settings, curriculum = training.optimizer, make_curriculum(training, None)
+
+            def factor(step: int) -> float:
+                progress, total = (step, training_steps) if curriculum is None else curriculum.stage_progress(step)
+                return learning_rate(progress, total, settings) / settings.lr
+
+            return LRSchedulersContainer(optimizers, factor)

@@ -4,6 +4,11 @@ The batch: torchtitan's local batch size is `layerzoo train`'s micro-batch (spli
 dataloader hands out the step's examples micro-batch by micro-batch (data.py), so an accumulated
 step is `layerzoo train`'s step.
 
+SWAX's window schedule: each step sets the window `layerzoo train` draws for it (WindowSchedule,
+a function of the seed and the step) on every SWA layer before its first micro-batch; a segment
+curriculum's sequence length per step is the dataloader's (data.py), its learning rate per stage
+the schedule's (optimizer.py).
+
 Context parallelism: under `parallelism.context_parallel_degree` K, layerzoo's (training/parallel/
 context) replaces torchtitan's, which covers only its own attention and cuts "headtail" pieces that
 state passing cannot continue. The K ranks of a cp group load the same examples (torchtitan's
@@ -26,8 +31,10 @@ from torchtitan.distributed import ParallelDims
 from torchtitan.tools.logging import logger
 from torchtitan.trainer import Trainer
 
+from ...mixers.window import set_window
 from ...specs import load_spec
 from ...tasks import Batch
+from ...training.loop.schedules import WindowSchedule
 from ...training.objectives.language_model import examples_per_rank
 from ...training.parallel.context import ContextGroup, context_parallel
 from ...training.parallel.context.batches import piece_of
@@ -38,7 +45,8 @@ DERIVED = 0
 
 
 class LayerzooTrainer(Trainer):
-    """torchtitan's Trainer with split_batch at the start and layerzoo's context parallelism in each step."""
+    """torchtitan's Trainer with split_batch at the start, and in each step the spec's window and
+    layerzoo's context parallelism."""
 
     @dataclass(kw_only=True, slots=True)
     class Config(Trainer.Config):
@@ -51,6 +59,17 @@ class LayerzooTrainer(Trainer):
         self.context_group = context_group(dims.get_mesh("cp")) if dims.cp_enabled else None
         if self.context_group is not None:
             logger.info(f"layerzoo's context parallelism: {dims.cp} ranks, a contiguous piece of every row each")
+        model = config.model_spec.model
+        training = load_spec(model.spec, model.overrides).training
+        self.windows = None
+        if training.window.schedule != "fixed":
+            self.windows = WindowSchedule(training.window, training.steps, training.seed)
+
+    def train_step(self, data_iterator) -> None:
+        """One step; first the window the spec's schedule draws for it (self.step counts from 1)."""
+        if self.windows is not None:
+            set_window(self.model_parts[0], self.windows.window(self.step - 1))
+        super().train_step(data_iterator)
 
     def forward_backward_step(self, *, input_dict: dict[str, torch.Tensor], labels: torch.Tensor,
                               global_valid_tokens: torch.Tensor) -> torch.Tensor:

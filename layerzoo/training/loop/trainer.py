@@ -145,7 +145,9 @@ def build_model(spec: Spec, context: distributed.Context) -> nn.Module:
     return build(spec).to(context.device)
 
 
-def make_curriculum(config: TrainingConfig, model: nn.Module) -> Curriculum | None:
+def make_curriculum(config: TrainingConfig, model: nn.Module | None) -> Curriculum | None:
+    """The spec's segment curriculum (None without one), its segment size the config's or the
+    model's (None: no model to ask, as where only the data is built)."""
     if config.curriculum is None:
         return None
     length = config.curriculum.segment_size or getattr(model, "segment_size", None)
