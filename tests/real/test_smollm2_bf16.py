@@ -1,7 +1,8 @@
 """bf16 autocast on SmolLM2-135M-Instruct: `layerzoo eval --precision bf16` scores the GGUF file within
 bf16's reach of fp32 (and not equal to it: autocast applied), and a conversion distils under bf16,
 stage 1 aligning its new mixers and stage 2 training the whole student, with finite losses and the
-precision in its report."""
+precision in its report, and `layerzoo train` trains ARMT's memory around it, its first loss within
+bf16's reach of fp32's."""
 
 import json
 import math
@@ -50,3 +51,24 @@ def test_a_conversion_distils_both_stages_in_bf16(smollm2_folder, tmp_path):
         losses = [record["loss"] for record in records if "loss" in record]
         assert losses and all(math.isfinite(loss) for loss in losses), (stage, records)
     assert math.isfinite(result.report["heldout"]["end_to_end"]["eval_kl"])
+
+
+def first_loss(folder, run_dir, precision: str) -> float:
+    """The first step's loss of `layerzoo train` on ARMT around SmolLM2 (its memory trains), under `precision`."""
+    overrides = [f"base.hf_checkpoint={folder}", f"training.task.tokenizer={folder}",
+                 'training.task.files=["stdlib:json/*.py"]', "training.task.holdout=0.2", "armt.segment_size=32",
+                 "armt.num_mem_tokens=4", "training.seq_len=64", "training.batch_size=1", "training.steps=2",
+                 "training.eval.samples=1", "training.eval.lengths=[64]", "training.eval.documents=1",
+                 "training.eval.batch_size=1", "training.checkpoint_every=null", "training.log_every=1",
+                 f"training.precision={precision}"]
+    flags = [flag for override in overrides for flag in ("--set", override)]
+    assert main(["train", "armt-hf-text", *flags, "--out", str(run_dir), "--no-progress"]) == 0
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    losses = [record["loss"] for record in records if "loss" in record]
+    assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses), records
+    return losses[0]
+
+
+def test_armt_around_it_trains_in_bf16_within_bf16_reach_of_fp32(smollm2_folder, tmp_path):
+    want, got = (first_loss(smollm2_folder, tmp_path / p, p) for p in ("fp32", "bf16"))
+    assert got != want and abs(got - want) <= LOSS_RELATIVE * want, (got, want)
