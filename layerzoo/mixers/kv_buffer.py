@@ -1,6 +1,6 @@
 """Keys and values appended in place: a decoding step writes its token's keys after the cached ones
-instead of copying the whole cache (torch.cat) once per token and layer, which made decoding
-O(context) in memory traffic per step before any attention ran.
+instead of copying the whole cache (torch.cat) once per token and layer, a copy that costs
+O(context) memory traffic per step before any attention runs.
 
 The keys a state keeps are a view of a buffer with spare columns, noted on the tensor with where
 it starts. The next call writes into the spare columns only when nothing has been written after

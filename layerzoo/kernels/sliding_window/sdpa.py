@@ -48,8 +48,8 @@ def sliding_window_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Ten
 
 def _one_query(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
     """A decoding step's attention, q (B, 1, H, D) over every key of k, v (B, Tk, Hkv, D): each kv
-    head's query heads become query rows of one unmasked call (on CPU half the time of SDPA's
-    grouped-query call with a mask, at 8k-32k keys)."""
+    head's query heads become query rows of one unmasked call: no mask to build, and the keys
+    are read once per kv head rather than per query head."""
     batch, _, heads, dim = q.shape
     rows = q.reshape(batch, k.shape[2], heads // k.shape[2], dim)  # head h reads kv head h // group
     out = F.scaled_dot_product_attention(rows, k.transpose(1, 2), v.transpose(1, 2), scale=scale)
