@@ -1,6 +1,7 @@
 """GPU kernel table: our Triton kernels against the field's, forward and forward+backward.
 
     python -m benchmarks gpu_kernels                          # CUDA, bf16, T = 2k, 8k, 32k at 64k tokens
+    python -m benchmarks gpu_kernels --kernels mlstm swa      # some rows (the GPU check's)
     TRITON_INTERPRET=1 python -m benchmarks gpu_kernels --smoke   # CPU: every row runs, tiny shapes
 
 Rows, at B * T = --tokens so that every row does the same work per token:
@@ -36,6 +37,7 @@ from .runner.tables import markdown_table, ms
 from .runner.timing import Cell, time_cells
 
 OURS = "ours (triton)"
+KERNELS = ("mlstm", "swa", "gdn")
 WARMUP_CALLS = 2
 # A kernel under test, called on the row's inputs; a row maps each peer's name to (runner, "") or,
 # when it cannot run here, (None, why not).
@@ -46,6 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_seq_lens(parser, [2048, 8192, 32768])
     parser.add_argument("--tokens", type=positive_int, default=65536, help="B * T of every row")
     parser.add_argument("--windows", type=positive_int, nargs="+", default=[128, 2048])
+    parser.add_argument("--kernels", nargs="+", choices=KERNELS, default=list(KERNELS),
+                        help="the rows to run (gdn: fla's autotuning takes minutes on a fresh machine)")
     parser.add_argument("--heads", type=positive_int, default=16)
     parser.add_argument("--key-dim", type=positive_int, default=128, help="mLSTM's and Gated DeltaNet's")
     parser.add_argument("--value-dim", type=positive_int, default=256, help="mLSTM's and Gated DeltaNet's")
@@ -89,32 +93,36 @@ def flash_attn_runner(window: int) -> tuple[Runner | None, str]:
 
 
 def kernel_rows(args: argparse.Namespace, batch: int, length: int) -> list[tuple[str, list, torch.Tensor, dict]]:
-    """(kernel, inputs, a gradient of the output, {peer: (runner, why not)}) of every row at T = length."""
+    """(kernel, inputs, a gradient of the output, {peer: (runner, why not)}) of every row of
+    args.kernels at T = length."""
     gen = torch.Generator().manual_seed(0)
     dtype, device, heads = DTYPES[args.dtype], args.device, args.heads
 
     def rand(*shape, scale=1.0, shift=0.0):
         return scale * torch.randn(*shape, generator=gen) + shift
 
-    mlstm_inputs = [rand(batch, length, heads, args.key_dim), rand(batch, length, heads, args.key_dim),
-                    rand(batch, length, heads, args.value_dim), rand(batch, length, heads),
-                    rand(batch, length, heads, shift=3.0)]  # forget gates near sigmoid(3), as at init
-    mlstm_inputs = [t.to(device, dtype if t.dim() == 4 else torch.float32) for t in mlstm_inputs]
-    rows = [("mLSTM", mlstm_inputs, torch.randn_like(mlstm_inputs[2]), {
-        OURS: (lambda *x: mlstm(*x, backend="triton"), ""), "mlstm_kernels TFLA": tfla_runner(),
-        "ours (PyTorch chunkwise)": (lambda *x: mlstm(*x, backend="chunkwise"), "")})]
-    for window in args.windows:
+    rows = []
+    if "mlstm" in args.kernels:
+        inputs = [rand(batch, length, heads, args.key_dim), rand(batch, length, heads, args.key_dim),
+                  rand(batch, length, heads, args.value_dim), rand(batch, length, heads),
+                  rand(batch, length, heads, shift=3.0)]  # forget gates near sigmoid(3), as at init
+        inputs = [t.to(device, dtype if t.dim() == 4 else torch.float32) for t in inputs]
+        rows.append(("mLSTM", inputs, torch.randn_like(inputs[2]), {
+            OURS: (lambda *x: mlstm(*x, backend="triton"), ""), "mlstm_kernels TFLA": tfla_runner(),
+            "ours (PyTorch chunkwise)": (lambda *x: mlstm(*x, backend="chunkwise"), "")}))
+    for window in args.windows if "swa" in args.kernels else ():
         qkv = [rand(batch, length, heads, args.head_dim).to(device, dtype) for _ in range(3)]
         rows.append((f"SWA w={window}", qkv, torch.randn_like(qkv[0]), {
             OURS: (lambda q, k, v, w=window: sliding_window_attention(q, k, v, w, backend="triton"), ""),
             "FlexAttention": needs_cuda(args, lambda q, k, v, w=window: sliding_window_attention(q, k, v, w, backend="flex")),
             "flash-attn": flash_attn_runner(window)}))
-    q, v = rand(batch, length, heads, args.key_dim), rand(batch, length, heads, args.value_dim)
-    k = F.normalize(rand(batch, length, heads, args.key_dim), dim=-1)
-    g, beta = F.logsigmoid(rand(batch, length, heads, shift=2.0)), torch.rand(batch, length, heads, generator=gen)
-    gdn = [t.to(device, dtype) for t in (q, k, v)] + [t.to(device) for t in (g, beta)]
-    rows.append(("Gated DeltaNet", gdn, torch.randn_like(gdn[2]),
-                 {"fla": needs_cuda(args, lambda *x: gated_delta_rule(*x, backend="fla"))}))
+    if "gdn" in args.kernels:
+        q, v = rand(batch, length, heads, args.key_dim), rand(batch, length, heads, args.value_dim)
+        k = F.normalize(rand(batch, length, heads, args.key_dim), dim=-1)
+        g, beta = F.logsigmoid(rand(batch, length, heads, shift=2.0)), torch.rand(batch, length, heads, generator=gen)
+        gdn = [t.to(device, dtype) for t in (q, k, v)] + [t.to(device) for t in (g, beta)]
+        rows.append(("Gated DeltaNet", gdn, torch.randn_like(gdn[2]),
+                     {"fla": needs_cuda(args, lambda *x: gated_delta_rule(*x, backend="fla"))}))
     return rows
 
 

@@ -15,7 +15,7 @@ pip install --quiet "torch==${TORCH:-2.13.0}"
 # The image's triton and transformers; numpy below 2, which triton 3.6's interpreter needs (on a
 # GPU nothing is interpreted).
 pip install --quiet triton==3.6.0 transformers==5.17.0 "numpy<2" pyyaml safetensors tqdm matplotlib ninja einops \
-  hypothesis pytest
+  hypothesis pytest pytest-xdist pytest-timeout
 bash benchmarks/gpu_wheels.sh "$work/wheels"
 PYTHON="$work/venv/bin/python" bash benchmarks/gpu_check.sh --cpu --wheels "$work/wheels" --out "$work/check"
 python -c "import json, sys; s = json.load(open(sys.argv[1])); sys.exit(not s['passed'])" "$work/check/summary.json"
