@@ -9,9 +9,9 @@ stochastic window where it has SWA layers (docs/results.md): two plans of the sa
            in its tokens (2k to 16k) beside perplexity.
 
   run      convert the teacher into each layout once per seed, distil each arm x seed with the
-           plan's config, then score everything with `layerzoo eval`: the students beside the
-           teacher at their window and at the short test window, and the converted folders, never
-           distilled, as controls. Every step is the `layerzoo` command it prints (its output in
+           plan's config, then score everything with `layerzoo eval` on the documents the
+           distillation held out: the teacher once, each student at its window and at the short
+           test window, and the converted folders, never distilled, as controls. Every step is the `layerzoo` command it prints (its output in
            OUT/logs/); a finished conversion, distillation or evaluation is skipped, so an
            interrupted study resumes.
   report   tables (Markdown) and their numbers (JSON), and one figure: perplexity against context
@@ -58,7 +58,6 @@ class Plan:
     name: str
     teacher: str  # the teacher's name in the tables
     config: Path  # the distillation's config
-    text: str  # the teacher's corpus (the config's distill.data), which the controls are scored on
     window: int  # every SWA layer's window after conversion
     short: int  # the stochastic schedule's short window, and the second test window
     lengths: tuple[int, ...]  # perplexity's context lengths
@@ -74,6 +73,15 @@ class Plan:
     def label(self, arm: str) -> str:
         layout, _, schedule = self.arms[arm]
         return ", ".join(filter(None, (self.layouts[layout][2], schedule)))
+
+    def text_flags(self) -> list[str]:
+        """`layerzoo eval`'s flags for the distillation's text (the config's distill.data): every
+        model, teacher, student or control, is scored on the documents the distillation held out."""
+        data = yaml.safe_load(self.config.read_text())["distill"]["data"]
+        flags = ["--text", *data["files"]]
+        for key in ("field", "holdout"):
+            flags += [f"--{key}", str(data[key])] if key in data else []
+        return flags
 
 
 def schedules(window: int, short: int) -> tuple[str, str, str]:
@@ -100,8 +108,8 @@ def conversion_plan(name: str, teacher: str, config: str, layers: int, window: i
             for kind, schedule, label in (("fixed", fixed, f"fixed window {window}"),
                                           ("stochastic", stochastic, f"stochastic {short} / {window}"))}
     arms["gdn-attention"] = ("gdn-attention", no_swa, "")
-    return Plan(name=name, teacher=teacher, config=HERE / config, text="stdlib:**/*.py", window=window, short=short,
-                layouts=layouts, arms=arms, **more)
+    return Plan(name=name, teacher=teacher, config=HERE / config, window=window, short=short, layouts=layouts,
+                arms=arms, **more)
 
 
 def tiny_plan() -> Plan:
@@ -159,25 +167,45 @@ def run(plan: Plan, teacher: Path, out: Path, seeds: int, jobs: int, only: list[
             done.result()
 
     def evaluate(log: str, paths: list[Path], reports: list[Path], *flags: str) -> None:
-        """`layerzoo eval` of `paths`, unless every report it writes is there already."""
+        """`layerzoo eval` of `paths` on the distillation's held-out text, unless every report it
+        writes is there already."""
         if paths and not all(report.is_file() for report in reports):
-            layerzoo(logs / log, "eval", *map(str, paths), *flags)
+            layerzoo(logs / log, "eval", *map(str, paths), *plan.text_flags(), *flags)
 
-    runs = [out / f"{arm}-seed{seed}" for arm in plan.arms for seed in range(seeds)]
-    with_swa = [run_dir for run_dir in runs if plan.layouts[plan.arms[arm_of(run_dir)][0]][1]]
+    # The teacher once, into its own folder; each student as the model folder it is (a distill run
+    # folder would score its teacher again, at every window).
+    lengths = ["--lengths", *map(str, plan.lengths), *plan.eval_options]
+    niah = ["--metric", "accuracy", "--lengths", *map(str, plan.niah), "--depths", "0.5", "--samples", "5"]
+    teacher_out = out / "teacher"
+    evaluate("eval-teacher.log", [teacher], [teacher_out / f"perplexity-{model_name(teacher)}-windowspec.json"],
+             *lengths, "--out", str(teacher_out))
+    if plan.niah:
+        evaluate("eval-teacher-niah.log", [teacher], [teacher_out / f"eval-{model_name(teacher)}-windowspec.json"],
+                 *niah, "--out", str(teacher_out))
+    for run_dir in [out / f"{arm}-seed{seed}" for arm in plan.arms for seed in range(seeds)]:
+        arm = arm_of(run_dir)
+        window = plan.layouts[plan.arms[arm][0]][1]
+        at_window = ["--window", str(window)] if window else []
+        evaluate(f"eval-{run_dir.name}.log", [run_dir / "model"], [run_dir / stem(plan, arm)], *lengths, *at_window,
+                 "--out", str(run_dir))
+        if window:
+            evaluate(f"eval-{run_dir.name}-short.log", [run_dir / "model"],
+                     [run_dir / f"perplexity-model-window{plan.short}.json"], *lengths, "--window", str(plan.short),
+                     "--out", str(run_dir))
+        if plan.niah:
+            evaluate(f"eval-{run_dir.name}-niah.log", [run_dir / "model"],
+                     [run_dir / f"eval-model-{window_name(plan, arm)}.json"], *niah, *at_window, "--out", str(run_dir))
     used = {layout for layout, _, _ in plan.arms.values()}
     controls = [out / "converted" / f"{layout}-seed{seed}" for layout in plan.layouts for seed in range(seeds)
                 if plan.undistilled or layout not in used]
-    lengths = ["--lengths", *map(str, plan.lengths), *plan.eval_options]
-    evaluate("eval.log", runs, [run_dir / stem(plan, arm_of(run_dir)) for run_dir in runs], *lengths, "--out", str(out))
-    evaluate("eval-short.log", with_swa, [run_dir / f"perplexity-window{plan.short}.json" for run_dir in with_swa],
-             "--window", str(plan.short), *lengths, "--out", str(out / "short"))
     evaluate("eval-converted.log", controls,
              [out / "converted" / f"perplexity-{folder.name}-windowspec.json" for folder in controls],
-             "--text", plan.text, *lengths, "--out", str(out / "converted"))
-    if plan.niah:
-        evaluate("eval-niah.log", runs, [run_dir / f"eval-{window_name(plan, arm_of(run_dir))}.json" for run_dir in runs],
-                 "--metric", "accuracy", "--lengths", *map(str, plan.niah), "--depths", "0.5", "--samples", "5")
+             *lengths, "--out", str(out / "converted"))
+
+
+def model_name(path: Path) -> str:
+    """The infix of `layerzoo eval`'s reports of a model folder or GGUF file."""
+    return path.stem if path.suffix.lower() == ".gguf" else path.name
 
 
 def selected(plan: Plan, only: list[str] | None) -> Plan:
@@ -202,7 +230,7 @@ def keep(out: Path, to: Path) -> None:
     """Copy the study's measures (its JSON reports, none of its models) from `out` to `to`, where
     `report` reads them as it reads `out`: a study that takes several sessions on machines that
     keep nothing between them gathers its finished runs there."""
-    for folder in [out / "converted", *sorted(out.glob("*-seed*"))]:
+    for folder in [out / "teacher", out / "converted", *sorted(out.glob("*-seed*"))]:
         for pattern in ("distill-report.json", "perplexity-*.json", "eval-*.json"):
             for path in folder.glob(pattern):
                 target = to / path.relative_to(out)
@@ -219,8 +247,8 @@ def window_name(plan: Plan, name: str) -> str:
 
 
 def stem(plan: Plan, name: str) -> str:
-    """A run's perplexity report at its own window."""
-    return f"perplexity-{window_name(plan, name)}.json"
+    """A run's student's perplexity report at its own window."""
+    return f"perplexity-model-{window_name(plan, name)}.json"
 
 
 def read_json(path: Path) -> dict:
@@ -298,8 +326,8 @@ def summarise(plan: Plan, out: Path) -> dict:
         for report in reports:
             for row in report["reliance"]["layers"]:
                 recurrent.setdefault(f"{row['layer']} {row['mixer']}", []).append(row["loss_increase"])
-        short = [run_dir / f"perplexity-window{plan.short}.json" for run_dir in runs]  # `layerzoo eval --window SHORT`
-        grids = [run_dir / f"eval-{window_name(plan, arm)}.json" for run_dir in runs]
+        short = [run_dir / f"perplexity-model-window{plan.short}.json" for run_dir in runs]  # `layerzoo eval --window SHORT`
+        grids = [run_dir / f"eval-model-{window_name(plan, arm)}.json" for run_dir in runs]
         arms[arm] = {
             "label": plan.label(arm), "runs": [str(run_dir) for run_dir in runs], "window": window,
             "per_run": [{"run": run_dir.name, "intact": report["reliance"]["intact"], "layers": report["reliance"]["layers"]}
@@ -315,9 +343,9 @@ def summarise(plan: Plan, out: Path) -> dict:
         }
     if not arms:
         raise SystemExit(f"{out}: no finished run of the study")
-    first = Path(next(iter(arms.values()))["runs"][0])
-    teacher = read_json(first / "perplexity-teacher-windowspec.json")
-    teacher_grid = first / "eval-teacher-windowspec.json"
+    (teacher_curve,) = (out / "teacher").glob("perplexity-*-windowspec.json")
+    teacher = read_json(teacher_curve)
+    teacher_grids = list((out / "teacher").glob("eval-*-windowspec.json"))
     controls = {}
     for layout, (_, _, name) in plan.layouts.items():  # the converted folders, never distilled
         paths = sorted((out / "converted").glob(f"perplexity-{layout}-seed*-windowspec.json"))
@@ -326,8 +354,8 @@ def summarise(plan: Plan, out: Path) -> dict:
                                 "state": read_json(paths[0])["state"]}
     return {"plan": plan.name, "teacher": {
                 "label": plan.teacher, "source": Path(teacher["source"]).name,
-                "perplexity": curve([first / "perplexity-teacher-windowspec.json"]), "state": teacher["state"],
-                "niah": niah_curve([teacher_grid]) if teacher_grid.is_file() else None,
+                "perplexity": curve([teacher_curve]), "state": teacher["state"],
+                "niah": niah_curve(teacher_grids) if teacher_grids else None,
                 "every_layer": by_layer(teacher_layers) if teacher_layers else None},
             "arms": arms, "controls": controls}
 
