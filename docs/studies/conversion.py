@@ -467,7 +467,7 @@ def colours(plan: Plan) -> dict[str, str]:
 def plot_curves(plan: Plan, axes, entries: list[tuple[str, str, dict, str]], title: str) -> None:
     """Perplexity against length: (name, label, {length: spread or None}, line style) per entry,
     bands for spreads."""
-    from matplotlib.ticker import NullLocator
+    from matplotlib.ticker import LogLocator, NullFormatter, NullLocator, ScalarFormatter
 
     colour = colours(plan)
     for name, text, perplexity, style in entries:
@@ -477,7 +477,12 @@ def plot_curves(plan: Plan, axes, entries: list[tuple[str, str, dict, str]], tit
                   color=colour[name])
         axes.fill_between(xs, [value["min"] for _, value in points], [value["max"] for _, value in points],
                           color=colour[name], alpha=0.2)
-    axes.set(xscale="log", xlabel="context length L (tokens)", ylabel="perplexity over the first L tokens", title=title)
+    # log y: a collapsing teacher (hundreds) would otherwise flatten the students' gaps (units)
+    axes.set(xscale="log", yscale="log", xlabel="context length L (tokens)",
+             ylabel="perplexity over the first L tokens", title=title)
+    axes.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axes.yaxis.set_major_formatter(ScalarFormatter())
+    axes.yaxis.set_minor_formatter(NullFormatter())
     axes.xaxis.set_minor_locator(NullLocator())
     axes.set_xticks(plan.lengths, [str(length) for length in plan.lengths])
     axes.legend(fontsize=6)
