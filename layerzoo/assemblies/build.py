@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
 from ..specs import ModelConfig, Spec, load_spec
 from .armt import ARMT, load_hf_checkpoint
@@ -49,3 +50,9 @@ def build(spec: str | Path | dict | Spec | ModelConfig, overrides: list[str] = (
     if spec.hf_checkpoint is not None:
         base.requires_grad_(spec.train_base)
     return model.to(dtype=dtype) if dtype is not None else model
+
+
+def vocab_size(spec: Spec, model: nn.Module) -> int:
+    """The vocabulary a built model's tokens must fit: the spec's model's, or for ARMT around a
+    Hugging Face checkpoint (`base:`) the checkpoint's, known once it is loaded."""
+    return spec.model.vocab_size if spec.model is not None else model.config.vocab_size

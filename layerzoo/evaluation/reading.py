@@ -111,7 +111,7 @@ def training_run(path: str) -> Scored:
 def load_run(path: str):
     """(checkpoint, model with its weights, the spec's task on its held-out split) of a checkpoint
     or run folder (its newest usable checkpoint)."""
-    from ..assemblies import build
+    from ..assemblies.build import build, vocab_size
     from ..training.runs.checkpoint import load_weights, read_checkpoint
     from ..training.runs.run_checkpoints import load_newest
 
@@ -125,7 +125,7 @@ def load_run(path: str):
     spec = checkpoint.spec
     if spec.training is None:
         raise CheckpointError(f"{checkpoint.directory}: its spec has no training: section naming a task")
-    task = make_task(spec.training.task.name, spec.training.task.options, spec.model.vocab_size)
+    task = make_task(spec.training.task.name, spec.training.task.options, vocab_size(spec, model))
     if hasattr(task, "split"):
         task = dataclasses.replace(task, split="eval")  # held-out text
     return checkpoint, model, task

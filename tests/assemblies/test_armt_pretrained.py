@@ -151,3 +151,10 @@ def test_the_shipped_text_spec_trains_the_memory_of_a_local_checkpoint(llama, tm
     assert all(torch.equal(after[name], before[name]) for name in before if name.startswith("base."))
     assert not torch.equal(after["memory_tokens"], before["memory_tokens"])
     save_adapter(result.model, tmp_path / "memory.safetensors")  # the frozen base: nothing is lost
+    from layerzoo.evaluation.reading import load_run
+
+    _, loaded, task = load_run(str(tmp_path / "run"))  # what `layerzoo eval RUN` reads: no model: section
+    assert task.split == "eval"
+    with torch.no_grad():
+        ids = torch.randint(0, VOCAB, (1, 12))
+        assert torch.equal(loaded.eval()(ids), result.model.eval()(ids))

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ...assemblies import build
+from ...assemblies.build import build, vocab_size
 from ...specs import Spec, load_spec
 from ...tasks import Task, make_task
 from ..config import TrainingConfig
@@ -107,12 +107,6 @@ def train_in(run_dir: Path, spec: Spec, resume: bool, overwrite: bool, progress:
                        config.seed), window_model=model, curriculum=make_curriculum(config, model), checkpoint=checkpoint,
                        context=context, progress=progress)
     return RunResult(run_dir, model, spec, eval_task, metrics, context)
-
-
-def vocab_size(spec: Spec, model: nn.Module) -> int:
-    """The vocabulary the task's tokens must fit: the spec's model's, or for ARMT around a
-    Hugging Face checkpoint (`base:`) the checkpoint's, known once it is loaded."""
-    return spec.model.vocab_size if spec.model is not None else model.config.vocab_size
 
 
 def loop_settings(config: TrainingConfig) -> LoopSettings:
