@@ -1,0 +1,283 @@
+"""Issue 45, study (e): ARMT around SmolLM2-135M-Instruct past its 8k window (docs/results.md).
+
+Arms (ARMT: segments of 512 tokens, 16 memory tokens, d_mem 64; the base frozen, only the memory
+trains):
+  memory-all   memory in every layer, after continued pretraining
+  memory-20    memory in 6 of the 30 layers (the middle to the last), after continued pretraining
+  untrained    memory-20's layers as wrapped: no continued pretraining (the memory starts neutral)
+  segments     the base reading each 512-token segment alone: no memory at all
+  base         the base with full attention over the whole context (its RoPE and training end at 8k)
+
+Continued pretraining: `layerzoo train armt-hf-text` on the qa task with score_text (passages of
+the standard library's training split read as one stream, facts among them and a question at the
+end, every token scored: language modelling on real text and recall across segments at once),
+the curriculum 2 -> 4 -> 8 segments, bf16 autocast.
+
+Each arm is measured at 2k, 8k, 16k and 32k tokens, each length in a process of its own: perplexity
+over held-out standard-library files that long, QA exact match and the answer's loss on held-out
+passages (the asked fact at depth 0.5), the process's peak resident memory, FLOPs per token counted, tokens per
+second timed.
+
+  run     GGUF --out OUT [--only ARM...]: train, then measure; finished steps are skipped
+  measure GGUF ARM LENGTH --out OUT: one arm at one length (what `run` starts per cell)
+  report  GGUF OUT --to docs/results/armt-smollm2: the table (Markdown) with the FLOPs counted, its
+          numbers (JSON), a figure
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # benchmarks' FLOP counts
+
+SEGMENT, MEMORY_TOKENS, D_MEM = 512, 16, 64
+MIDDLE_TO_LAST = [15, 18, 21, 24, 27, 29]  # 6 of SmolLM2's 30 layers: about 20%
+LENGTHS = (2048, 8192, 16384, 32768)
+TEXT = "stdlib:**/*.py"
+HOLDOUT = 0.1
+PERPLEXITY_DOCUMENTS, QA_SAMPLES = 2, 4
+TRAINED = {"memory-all": "all", "memory-20": MIDDLE_TO_LAST}
+ARMS = ("memory-all", "memory-20", "untrained", "segments", "base")
+STEPS = 300  # continued pretraining: 3 stages of 100 steps, one sequence of 1k, 2k, 4k tokens a step
+
+
+def training_overrides(steps: int) -> list[str]:
+    """The spec's training section for this study: the curriculum, bf16, a checkpoint per stage."""
+    return [f"training.steps={steps}", "training.batch_size=1", "training.precision=bf16",
+            "training.curriculum.segments=[2, 4, 8]", f"training.eval.every={steps}", "training.eval.samples=4",
+            "training.eval.lengths=[4096]", "training.eval.documents=2", "training.eval.batch_size=1",
+            f"training.checkpoint_every={max(steps // 3, 1)}", "training.log_every=10",
+            f"armt.segment_size={SEGMENT}", f"armt.num_mem_tokens={MEMORY_TOKENS}", f"armt.d_mem={D_MEM}"]
+
+
+def folder_of(gguf: Path) -> Path:
+    from layerzoo.hf.gguf import gguf_folder
+
+    return gguf_folder(gguf)
+
+
+def train(gguf: Path, arm: str, out: Path, steps: int) -> None:
+    folder = folder_of(gguf)
+    task = {"name": "qa", "files": [TEXT], "tokenizer": str(folder), "holdout": HOLDOUT, "score_text": True}
+    layers = list(range(30)) if TRAINED[arm] == "all" else TRAINED[arm]
+    overrides = [f"base.hf_checkpoint={folder}", f"training.task={json.dumps(task)}", f"armt.memory_layers={layers}",
+                 *training_overrides(steps)]
+    flags = [flag for override in overrides for flag in ("--set", override)]
+    subprocess.run([sys.executable, "-m", "layerzoo", "train", "armt-hf-text", *flags, "--out", str(out / arm),
+                    "--resume", "--no-progress"], check=True)
+
+
+def model_of(gguf: Path, arm: str, out: Path):
+    """The arm's model: (ids, state=, return_state=) -> logits, as layerzoo's evaluation reads models."""
+    from layerzoo.assemblies.armt import wrap
+    from layerzoo.evaluation.reading import load_model_folder, load_run
+
+    folder = folder_of(gguf)
+    if arm in TRAINED:
+        return load_run(str(out / arm))[1].eval()
+    if arm == "untrained":
+        return wrap(folder, segment_size=SEGMENT, num_mem_tokens=MEMORY_TOKENS, d_mem=D_MEM,
+                    memory_layers=MIDDLE_TO_LAST).eval()
+    base = load_model_folder(folder)
+    return Segments(base) if arm == "segments" else base
+
+
+class Segments:
+    """The base on each segment of SEGMENT tokens alone: no state crosses a segment's end."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def __getattr__(self, name):
+        return getattr(self.base, name)
+
+    def __call__(self, ids, state=None, return_state=False, **kwargs):
+        import torch
+
+        first = -(state or 0) % SEGMENT  # tokens of this call that end a segment begun by earlier calls
+        pieces = [ids[:, :first]] if first else []
+        pieces += list(ids[:, first:].split(SEGMENT, dim=1))
+        logits = torch.cat([self.base(piece) for piece in pieces if piece.shape[1]], dim=1)
+        return (logits, (state or 0) + ids.shape[1]) if return_state else logits
+
+
+def flops_per_token(arm: str, length: int, base, memory_parameters: dict[str, int]) -> float:
+    """Forward FLOPs a token costs: 2N and attention's scores and sums over the keys it reads (within
+    its segment and the segment's memory tokens, or over the whole context for the base); ARMT's
+    memory tokens run every layer too, and its memory layers cost 2 FLOPs per parameter a token."""
+    from benchmarks.real_model import attention_flops, parameters_per_token
+
+    n = parameters_per_token(base)
+    if arm == "base":
+        return 2 * n + attention_flops(base, length)
+    read = SEGMENT + (0 if arm == "segments" else MEMORY_TOKENS)
+    return read / SEGMENT * (2 * n + attention_flops(base, read)) + 2 * memory_parameters.get(arm, 0)
+
+
+def memory_parameters(folder: Path) -> tuple[dict[str, int], object]:
+    """The trainable (memory) parameters of each arm with memory, and the base they wrap."""
+    from layerzoo.assemblies.armt import wrap
+
+    counts = {}
+    for arm, layers in {"memory-all": list(range(30)), "memory-20": MIDDLE_TO_LAST}.items():
+        armt = wrap(folder, segment_size=SEGMENT, num_mem_tokens=MEMORY_TOKENS, d_mem=D_MEM, memory_layers=layers)
+        counts[arm] = sum(p.numel() for p in armt.parameters() if p.requires_grad)
+    counts["untrained"] = counts["memory-20"]
+    return counts, armt.base
+
+
+def measure(gguf: Path, arm: str, length: int, out: Path) -> dict:
+    """One arm at one context length: perplexity, QA exact match and the answer's loss (nats a token:
+    graded where exact match is all or nothing, and less tied to the answer's format), peak
+    memory and time per token."""
+    import torch
+
+    from layerzoo.assemblies import CausalLM
+    from layerzoo.evaluation.perplexity import perplexity_by_length
+    from layerzoo.tasks import make_task
+    from layerzoo.training.objectives.language_model import score_heldout
+
+    torch.set_num_threads(2)
+    folder = folder_of(gguf)
+    model = model_of(gguf, arm, out)
+    loaded = peak_bytes()
+    options = {"files": [TEXT], "tokenizer": str(folder), "holdout": HOLDOUT, "split": "eval"}
+    vocab_size = getattr(model, "base", model).config.vocab_size  # ARMT's base: the wrapped transformers model
+    text = make_task("text", options, vocab_size)
+    qa = make_task("qa", options, vocab_size)
+    start = time.perf_counter()
+    perplexity = perplexity_by_length(model, text, [length], samples=PERPLEXITY_DOCUMENTS, chunk_size=SEGMENT)
+    seconds = time.perf_counter() - start
+    answers = score_heldout(model, qa, length, QA_SAMPLES, 0, depth=0.5, batch_size=1,
+                            scored_tail=isinstance(model, CausalLM))  # a layerzoo model runs its head on the answer only
+    row = perplexity["lengths"][0]
+    return {"arm": arm, "length": length, "perplexity": row["perplexity"], "documents": row["documents"],
+            "qa_accuracy": answers["accuracy"], "qa_answer_loss": answers["loss"], "qa_samples": QA_SAMPLES,
+            "peak_bytes": peak_bytes(), "loaded_bytes": loaded,
+            "tokens_per_s": row["documents"] * length / seconds if row["documents"] else None}
+
+
+def peak_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+def run(gguf: Path, out: Path, only: list[str] | None, steps: int, lengths: list[int]) -> None:
+    for arm in only or ARMS:
+        if arm in TRAINED and not trained(out / arm, steps):
+            train(gguf, arm, out, steps)
+        for length in lengths:
+            cell = out / "cells" / f"{arm}-{length}.json"
+            if not cell.is_file():
+                subprocess.run([sys.executable, __file__, "measure", str(gguf), arm, str(length), "--out", str(out)],
+                               check=True)
+
+
+def trained(run_dir: Path, steps: int) -> bool:
+    """Whether the run's last step is in its metrics (so `run` does not train it again)."""
+    metrics = run_dir / "metrics.jsonl"
+    if not metrics.is_file():
+        return False
+    logged = [json.loads(line).get("step", 0) for line in metrics.read_text().splitlines()]
+    return max(logged, default=0) >= steps
+
+
+def report(gguf: Path, out: Path, to: Path) -> None:
+    """The cells as one table (arm x length) with the FLOPs counted, its JSON, and a figure of
+    perplexity and the QA measures against length."""
+    counts, base_model = memory_parameters(folder_of(gguf))
+    cells = [json.loads(path.read_text()) for path in sorted((out / "cells").glob("*.json"))]
+    for cell in cells:
+        cell["flops_per_token"] = flops_per_token(cell["arm"], cell["length"], base_model, counts)
+    base = {cell["length"]: cell for cell in cells if cell["arm"] == "base"}
+    lines = ["| arm | length | perplexity | QA exact match | QA answer loss | peak memory (rise) "
+             "| FLOPs per token counted (vs base) | tokens/s timed (vs base) |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for arm in ARMS:
+        for cell in sorted((c for c in cells if c["arm"] == arm), key=lambda c: c["length"]):
+            against = base.get(cell["length"])
+            lines.append(f"| {arm} | {cell['length']:,} | {number(cell['perplexity'])} | "
+                         f"{100 * cell['qa_accuracy']:.0f}% of {cell['qa_samples']} | {number(cell['qa_answer_loss'])} | "
+                         f"{cell['peak_bytes'] / 2**30:.2f} GiB ({(cell['peak_bytes'] - cell['loaded_bytes']) / 2**30:.2f}) | "
+                         f"{cell['flops_per_token'] / 1e9:.2f} G{versus(cell, against, 'flops_per_token')} | "
+                         f"{number(cell['tokens_per_s'], 0)}{versus(cell, against, 'tokens_per_s')} |")
+    to.parent.mkdir(parents=True, exist_ok=True)
+    Path(f"{to}.json").write_text(json.dumps(cells, indent=1))
+    Path(f"{to}.md").write_text("\n".join(lines) + "\n")
+    figure(cells, Path(f"{to}.png"))
+    print("\n".join(lines))
+
+
+def versus(cell: dict, base: dict | None, key: str) -> str:
+    """' (0.70x)': the cell's value over the base's at the same length; '' without one."""
+    if base is None or cell is base or not cell.get(key) or not base.get(key):
+        return ""
+    return f" ({cell[key] / base[key]:.2f}x)"
+
+
+def number(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def figure(cells: list[dict], png: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = {"perplexity": lambda c: c["perplexity"], "QA answer loss (nats/token)": lambda c: c["qa_answer_loss"],
+              "QA exact match (%)": lambda c: 100 * c["qa_accuracy"]}
+    fig, axes_row = plt.subplots(1, len(panels), figsize=(17, 4.5))
+    for arm in ARMS:
+        mine = sorted((c for c in cells if c["arm"] == arm), key=lambda c: c["length"])
+        for axes, value in zip(axes_row, panels.values()):
+            axes.plot([c["length"] for c in mine], [value(c) for c in mine], marker="o", label=arm)
+    for axes, what in zip(axes_row, panels):
+        axes.set(xscale="log", xlabel="context length (tokens)", ylabel=what)
+        lengths = sorted({cell["length"] for cell in cells})
+        axes.set_xticks(lengths, [f"{length / 1024:g}k" for length in lengths])
+        axes.axvline(8192, color="0.7", linestyle=":")  # the base's training context
+        axes.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    running = commands.add_parser("run")
+    running.add_argument("gguf", type=Path)
+    running.add_argument("--out", type=Path, required=True)
+    running.add_argument("--only", nargs="+", choices=ARMS)
+    running.add_argument("--steps", type=int, default=STEPS, help=f"continued pretraining's steps (default {STEPS})")
+    running.add_argument("--lengths", type=int, nargs="+", default=list(LENGTHS), help="context lengths measured")
+    measuring = commands.add_parser("measure")
+    measuring.add_argument("gguf", type=Path)
+    measuring.add_argument("arm", choices=ARMS)
+    measuring.add_argument("length", type=int)
+    measuring.add_argument("--out", type=Path, required=True)
+    reporting = commands.add_parser("report")
+    reporting.add_argument("gguf", type=Path)
+    reporting.add_argument("out", type=Path)
+    reporting.add_argument("--to", type=Path, required=True)
+    args = parser.parse_args()
+    if args.command == "run":
+        run(args.gguf, args.out, args.only, args.steps, args.lengths)
+    elif args.command == "report":
+        report(args.gguf, args.out, args.to)
+    else:
+        cell = measure(args.gguf, args.arm, args.length, args.out)
+        path = args.out / "cells" / f"{args.arm}-{args.length}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(cell, indent=1))
+        print(json.dumps(cell))
+
+
+if __name__ == "__main__":
+    main()
