@@ -31,7 +31,8 @@ def perplexity_by_length(model: nn.Module, task: Text, lengths: list[int], *, sa
                          autocast=contextlib.nullcontext(), label: str = "perplexity", progress: bool = False) -> dict:
     """For each context length L: the mean loss (nats per token), perplexity and bits per byte of
     the first L predictions of up to `samples` documents of `task`'s split that have L + 1 tokens
-    (a seeded choice; each document from its start, its first token EOS). Per position bucket
+    (a seeded choice; each document from its start, its first token EOS), and each document's own
+    mean loss (`document_losses`, their spread). Per position bucket
     (position 0, then positions [2^(k-1), 2^k) for k >= 1, so L = 2^n ends a bucket): the same measures over
     the documents of the longest length that has any, so every bucket averages the same documents.
 
@@ -53,6 +54,7 @@ def perplexity_by_length(model: nn.Module, task: Text, lengths: list[int], *, sa
             reach[doc] = max(reach.get(doc, 0), length)
     token_bytes = torch.from_numpy(task.tokenizer_model.token_bytes)
     totals = {length: np.zeros(2) for length in lengths}  # loss sum, bytes
+    per_document = {length: dict.fromkeys(chosen[length], 0.0) for length in lengths}  # loss sums
     buckets = np.zeros(((longest or 1).bit_length() + 1, 3))  # loss sum, bytes, tokens
     with at_window(model, window), Progress(sum(reach.values()), label, "perplexity", enabled=progress) as bar:
         for doc, stop in reach.items():
@@ -61,14 +63,18 @@ def perplexity_by_length(model: nn.Module, task: Text, lengths: list[int], *, sa
                 nbytes = token_bytes[targets].double()
                 for length in lengths:
                     if doc in chosen[length] and start < length:
-                        totals[length] += (float(losses[:length - start].sum()), float(nbytes[:length - start].sum()))
+                        loss_sum = float(losses[:length - start].sum())
+                        totals[length] += (loss_sum, float(nbytes[:length - start].sum()))
+                        per_document[length][doc] += loss_sum
                 if doc in chosen.get(longest, ()):
                     bucket = position_buckets(np.arange(start, start + len(losses)))
                     np.add.at(buckets, bucket, np.stack([losses.numpy(), nbytes.numpy(), np.ones(len(losses))], 1))
                 bar.advance(len(losses))
     model.train(was_training)
-    rows = [measures(totals[length][0], totals[length][1], length * len(chosen[length]),
-                     length=length, documents=len(chosen[length])) for length in lengths]
+    rows = [{**measures(totals[length][0], totals[length][1], length * len(chosen[length]),
+                        length=length, documents=len(chosen[length])),
+             "document_losses": [per_document[length][doc] / length for doc in chosen[length]]}
+            for length in lengths]
     bucket_rows = [measures(loss, nbytes, int(count), first=2**k // 2, last=min(2**k, longest) - 1)
                    for k, (loss, nbytes, count) in enumerate(buckets) if count]
     return {"lengths": rows, "buckets": bucket_rows, "bucket_length": longest,

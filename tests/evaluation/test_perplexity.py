@@ -75,5 +75,19 @@ def test_a_length_no_document_reaches_is_reported_empty(long_documents):
     model = layerzoo.build("swax-tiny", TINY)
     result = perplexity_by_length(model, long_documents, [64, 10**6], chunk_size=512)
     assert result["lengths"][1] == {"length": 10**6, "documents": 0, "tokens": 0, "loss": None, "perplexity": None,
-                                    "bits_per_byte": None}
+                                    "bits_per_byte": None, "document_losses": []}
     assert result["bucket_length"] == 64
+
+
+def test_each_documents_loss_is_its_own_and_they_average_to_the_lengths(tmp_path, cache):  # noqa: F811
+    for seed in range(6):
+        (tmp_path / f"{seed}.txt").write_text(document(seed, 200 + 50 * seed))
+    task = make_task("text", {"files": [str(tmp_path / "*.txt")], "holdout": 0.5, "split": "eval"}, 257)
+    torch.manual_seed(0)
+    model = layerzoo.build("swax-tiny", TINY)
+    both = perplexity_by_length(model, task, [300], samples=3, chunk_size=128, window=16)["lengths"][0]
+    first = perplexity_by_length(model, task, [300], samples=1, chunk_size=128, window=16)["lengths"][0]
+    assert both["documents"] == len(both["document_losses"]) >= 2
+    assert sum(both["document_losses"]) / both["documents"] == pytest.approx(both["loss"])
+    assert first["document_losses"] == [pytest.approx(both["document_losses"][0])]  # the same seeded order
+    assert len(set(both["document_losses"])) == both["documents"]  # other text, other losses
