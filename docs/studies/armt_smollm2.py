@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import resource
 import subprocess
 import sys
@@ -64,14 +65,18 @@ def folder_of(gguf: Path) -> Path:
 
 
 def train(gguf: Path, arm: str, out: Path, steps: int) -> None:
+    from layerzoo.training.runs.run_checkpoints import run_checkpoints
+
     folder = folder_of(gguf)
     task = {"name": "qa", "files": [TEXT], "tokenizer": str(folder), "holdout": HOLDOUT, "score_text": True}
     layers = list(range(30)) if TRAINED[arm] == "all" else TRAINED[arm]
     overrides = [f"base.hf_checkpoint={folder}", f"training.task={json.dumps(task)}", f"armt.memory_layers={layers}",
                  *training_overrides(steps)]
     flags = [flag for override in overrides for flag in ("--set", override)]
+    # a checkpoint: go on from it; a folder without one was cut off before its first: start over
+    again = ["--resume"] if run_checkpoints(out / arm) else ["--overwrite"] if (out / arm).exists() else []
     subprocess.run([sys.executable, "-m", "layerzoo", "train", "armt-hf-text", *flags, "--out", str(out / arm),
-                    "--resume", "--no-progress"], check=True)
+                    *again, "--no-progress"], check=True)
 
 
 def model_of(gguf: Path, arm: str, out: Path):
@@ -136,20 +141,23 @@ def memory_parameters(folder: Path) -> tuple[dict[str, int], object]:
 def measure(gguf: Path, arm: str, length: int, out: Path) -> dict:
     """One arm at one context length: perplexity, QA exact match and the answer's loss (nats a token:
     graded where exact match is all or nothing, and less tied to the answer's format), peak
-    memory and time per token."""
+    memory, time per token and the process's fp32 matmul rate (a cell's tokens/s is read against it:
+    cells run in processes of their own, perhaps sessions apart)."""
     import torch
 
+    from benchmarks.runner.timing import matmul_gflops, time_cells
     from layerzoo.assemblies import CausalLM
     from layerzoo.evaluation.perplexity import perplexity_by_length
     from layerzoo.tasks import make_task
     from layerzoo.training.objectives.language_model import score_heldout
 
     torch.set_num_threads(2)
+    rate = matmul_gflops(time_cells([], rounds=5, budget=None))  # this process's reference, beside its tokens/s
     folder = folder_of(gguf)
     model = model_of(gguf, arm, out)
     loaded = peak_bytes()
     options = {"files": [TEXT], "tokenizer": str(folder), "holdout": HOLDOUT, "split": "eval"}
-    vocab_size = getattr(model, "base", model).config.vocab_size  # ARMT's base: the wrapped transformers model
+    vocab_size = model.config.vocab_size  # ARMT's and Segments': the wrapped transformers model's
     text = make_task("text", options, vocab_size)
     qa = make_task("qa", options, vocab_size)
     start = time.perf_counter()
@@ -159,9 +167,9 @@ def measure(gguf: Path, arm: str, length: int, out: Path) -> dict:
                             scored_tail=isinstance(model, CausalLM))  # a layerzoo model runs its head on the answer only
     row = perplexity["lengths"][0]
     return {"arm": arm, "length": length, "perplexity": row["perplexity"], "documents": row["documents"],
-            "qa_accuracy": answers["accuracy"], "qa_answer_loss": answers["loss"], "qa_samples": QA_SAMPLES,
+            "document_perplexities": [math.exp(loss) for loss in row["document_losses"]], "qa_accuracy": answers["accuracy"], "qa_answer_loss": answers["loss"], "qa_samples": QA_SAMPLES,
             "peak_bytes": peak_bytes(), "loaded_bytes": loaded,
-            "tokens_per_s": row["documents"] * length / seconds if row["documents"] else None}
+            "tokens_per_s": row["documents"] * length / seconds if row["documents"] else None, "matmul_gflops": rate}
 
 
 def peak_bytes() -> int:
@@ -196,16 +204,19 @@ def report(gguf: Path, out: Path, to: Path) -> None:
     for cell in cells:
         cell["flops_per_token"] = flops_per_token(cell["arm"], cell["length"], base_model, counts)
     base = {cell["length"]: cell for cell in cells if cell["arm"] == "base"}
-    lines = ["| arm | length | perplexity | QA exact match | QA answer loss | peak memory (rise) "
-             "| FLOPs per token counted (vs base) | tokens/s timed (vs base) |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| arm | length | perplexity [per document] | QA exact match | QA answer loss | peak memory (rise) "
+             "| FLOPs per token counted (vs base) | tokens/s timed (vs base) | share of the matmul rate |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for arm in ARMS:
         for cell in sorted((c for c in cells if c["arm"] == arm), key=lambda c: c["length"]):
             against = base.get(cell["length"])
-            lines.append(f"| {arm} | {cell['length']:,} | {number(cell['perplexity'])} | "
+            spread = ", ".join(number(value) for value in cell["document_perplexities"])
+            lines.append(f"| {arm} | {cell['length']:,} | {number(cell['perplexity'])} [{spread}] | "
                          f"{100 * cell['qa_accuracy']:.0f}% of {cell['qa_samples']} | {number(cell['qa_answer_loss'])} | "
                          f"{cell['peak_bytes'] / 2**30:.2f} GiB ({(cell['peak_bytes'] - cell['loaded_bytes']) / 2**30:.2f}) | "
                          f"{cell['flops_per_token'] / 1e9:.2f} G{versus(cell, against, 'flops_per_token')} | "
-                         f"{number(cell['tokens_per_s'], 0)}{versus(cell, against, 'tokens_per_s')} |")
+                         f"{number(cell['tokens_per_s'], 0)}{versus(cell, against, 'tokens_per_s')} | "
+                         f"{share(cell)} |")
     to.parent.mkdir(parents=True, exist_ok=True)
     Path(f"{to}.json").write_text(json.dumps(cells, indent=1))
     Path(f"{to}.md").write_text("\n".join(lines) + "\n")
@@ -218,6 +229,13 @@ def versus(cell: dict, base: dict | None, key: str) -> str:
     if base is None or cell is base or not cell.get(key) or not base.get(key):
         return ""
     return f" ({cell[key] / base[key]:.2f}x)"
+
+
+def share(cell: dict) -> str:
+    """The cell's counted FLOP/s over its own process's fp32 matmul rate, in percent."""
+    if not cell["tokens_per_s"] or not cell["matmul_gflops"]:
+        return "-"
+    return f"{100 * cell['tokens_per_s'] * cell['flops_per_token'] / (cell['matmul_gflops'] * 1e9):.0f}%"
 
 
 def number(value: float | None, digits: int = 2) -> str:
