@@ -18,9 +18,9 @@ over held-out standard-library files that long, QA exact match and the answer's 
 passages (the asked fact at depth 0.5), the process's peak resident memory, FLOPs per token counted, tokens per
 second timed.
 
-  run     GGUF --out OUT [--only ARM...]: train, then measure; finished steps are skipped
-  measure GGUF ARM LENGTH --out OUT: one arm at one length (what `run` starts per cell)
-  report  GGUF OUT --to docs/results/armt-smollm2: the table (Markdown) with the FLOPs counted, its
+  run     GGUF --out OUT [--cells CELLS] [--only ARM...]: train, then measure; finished steps are skipped
+  measure GGUF ARM LENGTH --out OUT [--cells CELLS]: one arm at one length (what `run` starts per cell)
+  report  GGUF CELLS --to docs/results/armt-smollm2: the table (Markdown) with the FLOPs counted, its
           numbers (JSON), a figure
 """
 
@@ -30,6 +30,7 @@ import argparse
 import json
 import math
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -176,15 +177,17 @@ def peak_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
-def run(gguf: Path, out: Path, only: list[str] | None, steps: int, lengths: list[int]) -> None:
+def run(gguf: Path, out: Path, only: list[str] | None, steps: int, lengths: list[int], cells: Path) -> None:
     for arm in only or ARMS:
         if arm in TRAINED and not trained(out / arm, steps):
             train(gguf, arm, out, steps)
+        if arm in TRAINED:  # its log outlives the run folder, as the cells do
+            cells.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(out / arm / "metrics.jsonl", cells / f"training-{arm}.jsonl")
         for length in lengths:
-            cell = out / "cells" / f"{arm}-{length}.json"
-            if not cell.is_file():
-                subprocess.run([sys.executable, __file__, "measure", str(gguf), arm, str(length), "--out", str(out)],
-                               check=True)
+            if not (cells / f"{arm}-{length}.json").is_file():
+                subprocess.run([sys.executable, __file__, "measure", str(gguf), arm, str(length), "--out", str(out),
+                                "--cells", str(cells)], check=True)
 
 
 def trained(run_dir: Path, steps: int) -> bool:
@@ -196,11 +199,11 @@ def trained(run_dir: Path, steps: int) -> bool:
     return max(logged, default=0) >= steps
 
 
-def report(gguf: Path, out: Path, to: Path) -> None:
+def report(gguf: Path, cells_dir: Path, to: Path) -> None:
     """The cells as one table (arm x length) with the FLOPs counted, its JSON, and a figure of
     perplexity and the QA measures against length."""
     counts, base_model = memory_parameters(folder_of(gguf))
-    cells = [json.loads(path.read_text()) for path in sorted((out / "cells").glob("*.json"))]
+    cells = [json.loads(path.read_text()) for path in sorted(cells_dir.glob("*.json"))]
     for cell in cells:
         cell["flops_per_token"] = flops_per_token(cell["arm"], cell["length"], base_model, counts)
     base = {cell["length"]: cell for cell in cells if cell["arm"] == "base"}
@@ -218,10 +221,30 @@ def report(gguf: Path, out: Path, to: Path) -> None:
                          f"{number(cell['tokens_per_s'], 0)}{versus(cell, against, 'tokens_per_s')} | "
                          f"{share(cell)} |")
     to.parent.mkdir(parents=True, exist_ok=True)
+    lines += ["", *training_table(cells_dir)]
     Path(f"{to}.json").write_text(json.dumps(cells, indent=1))
     Path(f"{to}.md").write_text("\n".join(lines) + "\n")
     figure(cells, Path(f"{to}.png"))
     print("\n".join(lines))
+
+
+def training_table(cells_dir: Path) -> list[str]:
+    """Each trained arm's continued pretraining: tokens, the training loss as each curriculum stage
+    ends (the mean of its last 3 logs), the held-out loss at the end."""
+    lines = ["| arm | tokens | training loss at the end of each stage (2, 4, 8 segments) | held-out loss |",
+             "|---|---:|---|---:|"]
+    for arm in TRAINED:
+        path = cells_dir / f"training-{arm}.jsonl"
+        if not path.is_file():
+            continue
+        logs = [json.loads(line) for line in path.read_text().splitlines()]
+        steps = [log for log in logs if "loss" in log]
+        stages = [[log["loss"] for log in steps if log["seq_len"] == length][-3:]
+                  for length in sorted({log["seq_len"] for log in steps})]
+        held_out = [log["eval_loss"] for log in logs if "eval_loss" in log]
+        lines.append(f"| {arm} | {steps[-1]['tokens']:,} | {', '.join(f'{sum(s) / len(s):.3f}' for s in stages)} | "
+                     f"{number(held_out[-1] if held_out else None, 3)} |")
+    return lines
 
 
 def versus(cell: dict, base: dict | None, key: str) -> str:
@@ -280,18 +303,23 @@ def main() -> None:
     measuring.add_argument("arm", choices=ARMS)
     measuring.add_argument("length", type=int)
     measuring.add_argument("--out", type=Path, required=True)
+    for command in (running, measuring):
+        command.add_argument("--cells", type=Path, help="where each measured cell's JSON goes (default OUT/cells): "
+                                                       "a folder kept with the results outlives the runs")
     reporting = commands.add_parser("report")
     reporting.add_argument("gguf", type=Path)
-    reporting.add_argument("out", type=Path)
+    reporting.add_argument("cells", type=Path, help="the cells' folder")
     reporting.add_argument("--to", type=Path, required=True)
     args = parser.parse_args()
+    if args.command == "report":
+        report(args.gguf, args.cells, args.to)
+        return
+    cells = args.cells or args.out / "cells"
     if args.command == "run":
-        run(args.gguf, args.out, args.only, args.steps, args.lengths)
-    elif args.command == "report":
-        report(args.gguf, args.out, args.to)
+        run(args.gguf, args.out, args.only, args.steps, args.lengths, cells)
     else:
         cell = measure(args.gguf, args.arm, args.length, args.out)
-        path = args.out / "cells" / f"{args.arm}-{args.length}.json"
+        path = cells / f"{args.arm}-{args.length}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(cell, indent=1))
         print(json.dumps(cell))
