@@ -51,17 +51,18 @@ def write_spec(folder: Path) -> Path:
     return path
 
 
-def torchrun(dump: Path) -> list[str]:
-    """torchrun of 2 processes: rank 0's output on the console, every rank's in files under dump/ranks."""
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--local-ranks-filter", "0",
-            "--log-dir", str(dump / "ranks"), "--tee", "3"]
+def torchrun(dump: Path, processes: int = 2) -> list[str]:
+    """torchrun of `processes` processes: rank 0's output on the console, every rank's in files under dump/ranks."""
+    return [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(processes), "--local-ranks-filter",
+            "0", "--log-dir", str(dump / "ranks"), "--tee", "3"]
 
 
-def titan_train(spec: Path, dump: Path, *flags: str, overrides: tuple[str, ...] = ()) -> str:
-    """torchrun of 2 gloo processes training `spec` under torchtitan; returns rank 0's log."""
-    command = [*torchrun(dump), "-m", "torchtitan.train", "--module", "layerzoo.hf.torchtitan",
+def titan_train(spec: Path, dump: Path, *flags: str, overrides: tuple[str, ...] = (), processes: int = 2) -> str:
+    """torchrun of `processes` gloo processes training `spec` under torchtitan; returns rank 0's log."""
+    command = [*torchrun(dump, processes), "-m", "torchtitan.train", "--module", "layerzoo.hf.torchtitan",
                "--config", "layerzoo_spec", "--dump_folder", str(dump), "--metrics.log_freq", "1", *flags]
-    return run(command, {"LAYERZOO_SPEC": str(spec), "LAYERZOO_SET": "\n".join(overrides)}, dump / "ranks")
+    return run(command, {"LAYERZOO_SPEC": str(spec), "LAYERZOO_SET": "\n".join(overrides)}, dump / "ranks",
+               processes)
 
 
 def docs_train(spec: Path, dump: Path, overrides: tuple[str, ...], section: str = "## Training a spec",
@@ -80,7 +81,7 @@ def docs_train(spec: Path, dump: Path, overrides: tuple[str, ...], section: str 
     return run(["bash", "-c", command.strip() + " --metrics.log_freq 1"], {}, dump / "ranks")
 
 
-def run(command: list[str], env: dict[str, str], ranks: Path) -> str:
+def run(command: list[str], env: dict[str, str], ranks: Path, processes: int = 2) -> str:
     """`command` with the CPU patches and this checkout on PYTHONPATH; its output, asserting it
     succeeded, or that it failed only in gloo's teardown after every rank had finished training."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PATCHES), str(ROOT)]), "OMP_NUM_THREADS": "1", **env}
@@ -90,7 +91,7 @@ def run(command: list[str], env: dict[str, str], ranks: Path) -> str:
         rank_logs = {folder.name: "".join((folder / name).read_text(errors="replace") for name in ("stdout.log", "stderr.log"))
                      for folder in sorted(path.parent for path in ranks.rglob("stderr.log"))}
         tails = "\n".join(f"--- rank {rank}'s output:\n{text[-1500:]}" for rank, text in rank_logs.items())
-        finished = len(rank_logs) == 2 and all("Training completed" in text for text in rank_logs.values())
+        finished = len(rank_logs) == processes and all("Training completed" in text for text in rank_logs.values())
         # A rank aborted by a signal after its last step is torch's CPU process-group teardown
         # (rank 1 tears down while rank 0 sleeps), not the run under test: warn, keep its losses.
         assert finished, f"{log[-2500:]}\n{tails}"

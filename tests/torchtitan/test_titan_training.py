@@ -1,9 +1,11 @@
 """A spec under torchtitan (2 gloo processes, FSDP2): the losses `layerzoo train` logs on the same
 spec, seed and data, with data parallelism, with gradient accumulation and with layerzoo's context
-parallelism over torchtitan's cp mesh; a resumed run continues them; its checkpoint becomes a
+parallelism over torchtitan's cp mesh (alone, and beside data parallelism on 4 processes); a resumed
+run continues them, also under another context size; its checkpoint becomes a
 Hugging Face folder whose logits are the checkpoint's weights' and whose tokenizer is the task's."""
 
 import json
+import shutil
 
 import pytest
 
@@ -106,6 +108,37 @@ def test_stochastic_windows_and_a_curriculum_train_as_layerzoo_trains(schedules)
     titan = logged_losses(schedules["titan"])
     assert sorted(titan) == [1, 2, 3, 4]
     assert_losses_equal(titan, {row["step"]: row["loss"] for row in steps})
+
+
+@pytest.fixture(scope="module")
+def context_runs(runs):
+    """torchtitan with layerzoo's context parallelism beside data parallelism (4 processes: 2
+    data-parallel ranks x K = 2), and the data-parallel run's step-2 checkpoint resumed with K = 2
+    (the context size changed across a resume): rank 0's logs."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAYERZOO_CACHE", str(runs["cache"]))
+        folder, spec = runs["folder"], runs["spec"]
+        both = titan_train(spec, folder / "context-x-data", "--training.steps", "2",
+                           "--parallelism.context_parallel_degree", "2", processes=4)
+        shutil.copytree(folder / "titan" / "checkpoint" / "step-2", folder / "recut" / "checkpoint" / "step-2")
+        recut = titan_train(spec, folder / "recut", "--checkpoint.enable", "--parallelism.context_parallel_degree", "2")
+    return {"context x data": both, "resumed at K = 2": recut}
+
+
+def test_context_parallelism_beside_data_parallelism_trains_as_layerzoo_trains(runs, context_runs):
+    log = context_runs["context x data"]
+    assert "layerzoo's context parallelism: 2 ranks" in log
+    titan = logged_losses(log)
+    assert sorted(titan) == [1, 2]
+    assert_losses_equal(titan, runs["layerzoo"])
+
+
+def test_a_checkpoint_resumes_under_another_context_size(runs, context_runs):
+    log = context_runs["resumed at K = 2"]
+    assert "Loading the checkpoint from" in log and "layerzoo's context parallelism: 2 ranks" in log
+    titan = logged_losses(log)
+    assert sorted(titan) == [3, 4]
+    assert_losses_equal(titan, runs["layerzoo"])
 
 
 def test_the_second_run_resumes_from_the_checkpoint(runs):
