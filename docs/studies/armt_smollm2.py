@@ -114,29 +114,31 @@ class Segments:
         return (logits, (state or 0) + ids.shape[1]) if return_state else logits
 
 
-def flops_per_token(arm: str, length: int, base, memory_parameters: dict[str, int]) -> float:
+def flops_per_token(arm: str, length: int, base) -> float:
     """Forward FLOPs a token costs: 2N and attention's scores and sums over the keys it reads (within
     its segment and the segment's memory tokens, or over the whole context for the base); ARMT's
-    memory tokens run every layer too, and its memory layers cost 2 FLOPs per parameter a token."""
+    memory tokens run every layer too, and each memory layer reads and writes (memory_flops)."""
     from benchmarks.real_model import attention_flops, parameters_per_token
 
     n = parameters_per_token(base)
     if arm == "base":
         return 2 * n + attention_flops(base, length)
     read = SEGMENT + (0 if arm == "segments" else MEMORY_TOKENS)
-    return read / SEGMENT * (2 * n + attention_flops(base, read)) + 2 * memory_parameters.get(arm, 0)
+    layers = {"memory-all": 30, "memory-20": len(MIDDLE_TO_LAST), "untrained": len(MIDDLE_TO_LAST)}.get(arm, 0)
+    return read / SEGMENT * (2 * n + attention_flops(base, read)) + layers * memory_flops(base.config.hidden_size)
 
 
-def memory_parameters(folder: Path) -> tuple[dict[str, int], object]:
-    """The trainable (memory) parameters of each arm with memory, and the base they wrap."""
-    from layerzoo.assemblies.armt import wrap
+def memory_flops(d_model: int) -> float:
+    """One memory layer's forward FLOPs per text token (one head, as wrapped here): every token of a
+    segment and its memory tokens reads (the query projection, then phi(q) against the matrix A
+    and the normaliser z), and the memory tokens write (key, value and beta projections, the
+    retrieval of what A holds for phi(k), the update of A and z), once per segment."""
+    from layerzoo.kernels.assoc_memory import NU
 
-    counts = {}
-    for arm, layers in {"memory-all": list(range(30)), "memory-20": MIDDLE_TO_LAST}.items():
-        armt = wrap(folder, segment_size=SEGMENT, num_mem_tokens=MEMORY_TOKENS, d_mem=D_MEM, memory_layers=layers)
-        counts[arm] = sum(p.numel() for p in armt.parameters() if p.requires_grad)
-    counts["untrained"] = counts["memory-20"]
-    return counts, armt.base
+    features = 2 * NU * D_MEM  # DPFP's phi
+    read = 2 * d_model * D_MEM + 2 * features * (d_model + 1)
+    write = 2 * d_model * (D_MEM + d_model + 1) + 2 * 2 * features * (d_model + 1)
+    return (read * (SEGMENT + MEMORY_TOKENS) + write * MEMORY_TOKENS) / SEGMENT
 
 
 def measure(gguf: Path, arm: str, length: int, out: Path) -> dict:
@@ -202,10 +204,12 @@ def trained(run_dir: Path, steps: int) -> bool:
 def report(gguf: Path, cells_dir: Path, to: Path) -> None:
     """The cells as one table (arm x length) with the FLOPs counted, its JSON, and a figure of
     perplexity and the QA measures against length."""
-    counts, base_model = memory_parameters(folder_of(gguf))
+    from layerzoo.assemblies.armt import load_hf_checkpoint
+
+    base_model = load_hf_checkpoint(folder_of(gguf))
     cells = [json.loads(path.read_text()) for path in sorted(cells_dir.glob("*.json"))]
     for cell in cells:
-        cell["flops_per_token"] = flops_per_token(cell["arm"], cell["length"], base_model, counts)
+        cell["flops_per_token"] = flops_per_token(cell["arm"], cell["length"], base_model)
     base = {cell["length"]: cell for cell in cells if cell["arm"] == "base"}
     lines = ["| arm | length | perplexity [per document] | QA exact match | QA answer loss | peak memory (rise) "
              "| FLOPs per token counted (vs base) | tokens/s timed (vs base) | share of the matmul rate |",
