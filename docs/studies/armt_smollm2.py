@@ -274,6 +274,7 @@ def figure(cells: list[dict], png: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
 
     panels = {"perplexity": lambda c: c["perplexity"], "QA answer loss (nats/token)": lambda c: c["qa_answer_loss"],
               "QA exact match (%)": lambda c: 100 * c["qa_accuracy"]}
@@ -281,13 +282,17 @@ def figure(cells: list[dict], png: Path) -> None:
     for arm in ARMS:
         mine = sorted((c for c in cells if c["arm"] == arm), key=lambda c: c["length"])
         for axes, value in zip(axes_row, panels.values()):
-            axes.plot([c["length"] for c in mine], [value(c) for c in mine], marker="o", label=arm)
+            if mine:
+                axes.plot([c["length"] for c in mine], [value(c) for c in mine], marker="o", label=arm,
+                          color=f"C{ARMS.index(arm)}")  # an arm keeps its colour whichever arms are in
+    lengths = sorted({cell["length"] for cell in cells})
     for axes, what in zip(axes_row, panels):
         axes.set(xscale="log", xlabel="context length (tokens)", ylabel=what)
-        lengths = sorted({cell["length"] for cell in cells})
+        axes.xaxis.set_minor_locator(NullLocator())
         axes.set_xticks(lengths, [f"{length / 1024:g}k" for length in lengths])
         axes.axvline(8192, color="0.7", linestyle=":")  # the base's training context
         axes.legend(fontsize=7)
+    axes_row[0].set_yscale("log")  # the base past its 8k would flatten the rest
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     plt.close(fig)
