@@ -181,6 +181,12 @@ class CausalAttention(Mixer):
             q, k = self.q_norm(q), self.k_norm(k)
         return *self.rotary.rotate_all((q, k), positions), v
 
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """The heads' outputs (B, Tq, n_heads, head_dim) of queries q (B, Tq, n_heads, head_dim)
+        that are the last Tq of the keys' positions, over k, v (B, Tk, n_kv_heads, head_dim)."""
+        return sliding_window_attention(q, k, v, self.window, scale=self.score_scale, backend=self.backend,
+                                        sinks=self.sink_logits)
+
     def _mix_rows(self, x: torch.Tensor, state: KVCache | None):
         """Rows of equal length over histories of equal length: the common, rectangular case."""
         batch, length, _ = x.shape
@@ -188,8 +194,7 @@ class CausalAttention(Mixer):
         steps = torch.arange(length, device=x.device)
         q, k, v = self.project(x, steps if state is None else start[:, None] + steps)
         (k, kept_k), (v, kept_v) = self._extend(state, k, v)
-        y = sliding_window_attention(q, k, v, self.window, scale=self.score_scale, backend=self.backend,
-                                     sinks=self.sink_logits)
+        y = self.attend(q, k, v)
         if recording():
             record(lambda: sliding_window_attention_weights(q, k, self.window, self.score_scale, sinks=self.sink_logits))
         return self.heads_output(x, y), KVCache(kept_k, kept_v, None, start + length)

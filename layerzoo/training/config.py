@@ -144,6 +144,8 @@ class TrainingConfig(Section):
     parallel: Literal["ddp", "fsdp"] = "ddp"
     mixed_precision: Literal["bf16"] | None = None  # FSDP2's: bf16 copies of the sharded fp32 weights compute
     context: int = option(1, min=1)  # context parallelism: K consecutive ranks share each sequence, a piece each
+    # full attention's work even over those ranks (rows only): more gathered, no rank waiting on the last
+    balance_attention: bool = False
 
     def validate(self) -> None:
         if self.batch_size % self.grad_accum:
@@ -173,7 +175,7 @@ class TrainingConfig(Section):
 # is, and how the global batch is split over micro-batches or sharded, or compiled (rounding only).
 # The rest decides what is trained, and a resume with a different value is refused.
 RESUME_MAY_CHANGE = ("log_every", "log", "checkpoint_every", "keep_checkpoints", "out_dir", "eval", "grad_accum",
-                     "parallel", "compile", "context")
+                     "parallel", "compile", "context", "balance_attention")
 
 
 def read_training(section: Any, locations: Locations, model: ModelConfig | None) -> TrainingConfig:

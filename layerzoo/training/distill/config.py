@@ -47,7 +47,7 @@ LORA_MODULES = ("mixer", "ffn")
 
 # The keys a resumed distillation may change: how often it logs and checkpoints, its held-out
 # measures, and how many ranks share each sequence (rounding only).
-RESUME_MAY_CHANGE = ("log_every", "checkpoint_every", "keep_checkpoints", "eval", "context")
+RESUME_MAY_CHANGE = ("log_every", "checkpoint_every", "keep_checkpoints", "eval", "context", "balance_attention")
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,8 @@ class DistillConfig(Section):
     keep_checkpoints: int | None = option(2, min=1, help="the newest K checkpoints of a stage kept (null: all)")
     context: int = option(1, min=1, help="context parallelism under torchrun: K consecutive ranks share each sequence, "
                           "a piece each (K divides the number of processes)")
+    balance_attention: bool = option(False, help="with context: full attention's work even over the ranks (rows only; "
+                                                 "gathers the queries and outputs too)")
 
     def validate(self) -> None:
         if self.align is None and self.end_to_end is None:

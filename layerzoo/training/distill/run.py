@@ -116,7 +116,7 @@ def distill(conversion: Any, spec: Spec, run_dir: str | Path, *, resume: bool = 
             (held if holding is None else holding).enter_context(hold(run_dir, "layerzoo distill"))
         check_run_folder(run_dir, resume, overwrite, DISTILL_FILES)  # on every rank, before any rank writes
         distributed.barrier(context)
-        group = ContextGroup.from_world(config.context) if config.context > 1 else None
+        group = ContextGroup.from_world(config.context, config.balance_attention) if config.context > 1 else None
         stages = config.stages()
         first = resume_stage(run_dir, [name for name, _ in stages]) if resume else 0
         task.prepare(progress=progress)

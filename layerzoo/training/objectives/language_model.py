@@ -32,7 +32,7 @@ class LanguageModel:
         self.model, self.task, self.eval_task, self.config = model, task, eval_task, config
         self.context, self.autocast = context, autocast
         # K consecutive ranks share each example, a piece each: the batch splits over world / K
-        self.group = ContextGroup.from_world(config.context) if config.context > 1 else None
+        self.group = ContextGroup.from_world(config.context, config.balance_attention) if config.context > 1 else None
         armt = None if self.group is None else armt_of(model)  # its pieces hold whole segments
         self.segment_size = None if armt is None else armt.segment_size
         self.share = examples_per_rank(config, context.world_size // config.context)

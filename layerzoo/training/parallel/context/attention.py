@@ -1,7 +1,12 @@
 """Attention's exchange: every rank all-gathers the keys and values (after RoPE) of the sequence
 it hands on (the last window - 1 of them for sliding-window attention; a piece shorter than the
 window takes keys from several ranks back), then attends over those of the earlier ranks it
-continues, as a KV cache, and its own."""
+continues, as a KV cache, and its own.
+
+Causal full attention gives the last rank the most work (its queries see every key). With the
+group's balance_attention, over rows, rank r instead attends for the first half of its own queries
+and the second half of rank K-1-r's, which evens the keys read, and the heads' outputs go back to
+their owners in a second all-gather."""
 
 from __future__ import annotations
 
@@ -33,6 +38,9 @@ def _local_keys(mixer: CausalAttention, x: torch.Tensor, pieces: Pieces, keep: i
 
 @register_exchange(CausalAttention)
 def gather_keys(mixer: CausalAttention, forward, x: torch.Tensor, pieces: Pieces, link: torch.Tensor):
+    lengths = [pieces.stop(r) - pieces.start(r) for r in range(pieces.group.size)]
+    if pieces.group.balance_attention and mixer.window is None and not pieces.packed and min(lengths) >= 2:
+        return balanced(mixer, x, pieces, link)
     rank = pieces.group.rank
     longest = max(pieces.stop(r) - pieces.start(r) for r in range(pieces.group.size))
     keep = longest if mixer.window is None else min(longest, mixer.window - 1)
@@ -57,3 +65,37 @@ def gather_keys(mixer: CausalAttention, forward, x: torch.Tensor, pieces: Pieces
         cache = KVCache(k, v, lengths if rows > 1 else None, position)
     y, state = forward(x, cache, True, cu_seqlens=cu_seqlens)
     return y, state, link
+
+
+def balanced(mixer: CausalAttention, x: torch.Tensor, pieces: Pieces, link: torch.Tensor):
+    """Full attention over rows (each one sequence from position 0), its work even over the ranks:
+    rank w attends for rank w's first half of queries and rank K-1-w's second half."""
+    group = pieces.group
+    size, rank = group.size, group.rank
+    start, stop = pieces.mine
+    lengths = [pieces.stop(r) - pieces.start(r) for r in range(size)]
+    halves = [(pieces.start(r), pieces.start(r) + lengths[r] // 2, pieces.stop(r)) for r in range(size)]
+    q, k, v = mixer.project(x, start + torch.arange(stop - start, device=x.device))
+    link, gathered = all_gather(group, link, *(right_padded(t, max(lengths)) for t in (q, k, v)))
+    q, k, v = (torch.cat([every[r][:, :lengths[r]] for r in range(size)], dim=1) for every in gathered)
+
+    def spans(worker: int) -> list[tuple[int, int]]:  # the global query spans a worker attends for
+        first, middle, _ = halves[worker]
+        _, middle_mirror, last = halves[size - 1 - worker]
+        return [(first, middle), (middle_mirror, last)]
+
+    work = torch.cat([mixer.attend(q[:, begin:end], k[:, :end], v[:, :end]) for begin, end in spans(rank)], dim=1)
+    width = max(sum(end - begin for begin, end in spans(worker)) for worker in range(size))
+    link, (done,) = all_gather(group, link, right_padded(work, width))
+    (begin, end), _ = spans(rank)
+    mirror = size - 1 - rank
+    (first_begin, first_end), (second_begin, second_end) = spans(mirror)
+    offset = first_end - first_begin  # where the mirror's work on this rank's second half starts
+    mine = torch.cat((done[rank][:, :end - begin], done[mirror][:, offset:offset + second_end - second_begin]), dim=1)
+    position = torch.full((x.shape[0],), stop, dtype=torch.long, device=x.device)
+    return mixer.heads_output(x, mine), KVCache(k[:, :stop], v[:, :stop], None, position), link
+
+
+def right_padded(t: torch.Tensor, length: int) -> torch.Tensor:
+    """t (B, n, ...) with zeros after it up to (B, length, ...): equal shapes for an all-gather."""
+    return torch.nn.functional.pad(t, (0,) * (2 * (t.dim() - 2)) + (0, length - t.shape[1]))

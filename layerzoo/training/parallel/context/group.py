@@ -19,15 +19,19 @@ class ContextGroup:
         rank: this process's place in the group, 0..size-1 (which piece it holds).
         size: K, the processes in the group.
         global_ranks: the world ranks of the group's members, in group order.
+        balance_attention: full attention over rows (not packed) splits its queries so that every
+            rank does the same work (attention.py); it gathers the queries and the heads'
+            outputs too, so each rank holds more.
     """
 
     process_group: Any
     rank: int
     size: int
     global_ranks: tuple[int, ...]
+    balance_attention: bool = False
 
     @classmethod
-    def from_world(cls, context_size: int) -> ContextGroup:
+    def from_world(cls, context_size: int, balance_attention: bool = False) -> ContextGroup:
         """Split the initialised world into groups of `context_size` consecutive ranks (context
         inner, data outer: world ranks g*K..g*K+K-1 share sequences) and return this process's.
         Every process must call it, as it creates every group.
@@ -43,7 +47,7 @@ class ContextGroup:
             members = tuple(range(first, first + context_size))
             group = dist.new_group(list(members))  # collective: every process creates every group
             if rank in members:
-                mine = cls(group, rank - first, context_size, members)
+                mine = cls(group, rank - first, context_size, members, balance_attention)
         return mine
 
     def source(self, rank_in_group: int) -> int:

@@ -1,6 +1,6 @@
 """`training.context: K` in `layerzoo train`: two gloo processes sharing each packed example, a
-piece each, sharded with FSDP2, give one process's losses; a checkpoint resumes across a change of
-context size either way; ARMT, each rank holding whole segments, trains under DDP as one process;
+piece each, sharded with FSDP2, give one process's losses, and so does full attention balanced over
+two ranks; a checkpoint resumes across a change of context size either way; ARMT, each rank holding whole segments, trains under DDP as one process;
 bad input is refused in one line."""
 
 import json
@@ -69,6 +69,17 @@ def test_a_checkpoint_resumes_across_a_change_of_context_size(runs, tmp_path, fi
     # resumed, not started over: steps 1-2 are the first run's records, steps 3-4 the resumed run's
     assert {r["step"]: "before_the_cut" in r for r in metric_records(resumed) if "loss" in r} == {
         1: True, 2: True, 3: False, 4: False}
+
+
+def test_full_attention_balanced_over_two_ranks_trains_as_one_process(tmp_path):
+    """The tiny spec as it is (SWA and full attention, rows of one sequence each) under DDP."""
+    (tmp_path / "spec.yaml").write_text(TINY.replace("steps: 6", "steps: 2"))
+    run([sys.executable, *TRAIN, "--out", "one"], tmp_path)
+    run([*TWO_RANKS, *TRAIN, "--set", "training.context=2", "--set", "training.balance_attention=true",
+         "--out", "two"], tmp_path)
+    one, two = losses(tmp_path / "one"), losses(tmp_path / "two")
+    assert len(one) == len(two) == 4
+    assert one == pytest.approx(two, rel=1e-5, abs=1e-6)
 
 
 def test_a_context_larger_than_the_world_is_refused_in_one_line(tmp_path):

@@ -5,6 +5,7 @@ Usage: worker.py OUT (under torchrun --nproc_per_node K).
 """
 
 import copy
+import dataclasses
 import faulthandler
 import sys
 import warnings
@@ -156,6 +157,13 @@ def main(out: Path) -> None:
         for name in ("swax-tiny", "swax-gdn-tiny", "mamba2-hybrid-tiny"):
             cases[f"{name}/packed/fsdp/fp64"] = difference(shipped(name), torch.float64, True, group, fsdp=True,
                                                            spread=False)
+        balanced = dataclasses.replace(group, balance_attention=True)  # rows balanced; packed rows as before
+        for packed in (False, True):
+            cases[f"attention/{'packed' if packed else 'rows'}/balanced/fp64"] = difference(
+                one_mixer("attention"), torch.float64, packed, balanced)
+        cases["attention/rows/balanced/fp32"] = difference(one_mixer("attention"), torch.float32, False, balanced)
+        cases["transformer-tiny/rows/balanced/fp64"] = difference(shipped("transformer-tiny"), torch.float64, False,
+                                                                  balanced, spread=False)
     report = {"cases": cases, "bad_inputs": bad_inputs(group), "warnings": [str(w.message) for w in caught]}
     finish(report, out)
 
