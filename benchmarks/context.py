@@ -26,10 +26,13 @@ from .runner.results import value
 from .runner.tables import markdown_table, mib, ratio
 
 WIDER = ["model.d_model=128"]
+# row name: (label, spec, overrides, full attention's work balanced over the ranks)
 MODELS = {
-    "swax-tiny": ("SWA + mLSTM", WIDER + ["model.mixers.swa.window=64", "model.mixers.mlstm.chunk_size=64"]),
-    "swax-gdn-tiny": ("SWA + Gated DeltaNet", WIDER + ["model.mixers.swa.window=64"]),
-    "transformer-tiny": ("full attention", WIDER),
+    "swax-tiny": ("SWA + mLSTM", "swax-tiny", WIDER + ["model.mixers.swa.window=64", "model.mixers.mlstm.chunk_size=64"],
+                  False),
+    "swax-gdn-tiny": ("SWA + Gated DeltaNet", "swax-gdn-tiny", WIDER + ["model.mixers.swa.window=64"], False),
+    "transformer-tiny": ("full attention", "transformer-tiny", WIDER, False),
+    "transformer-balanced": ("full attention, balanced", "transformer-tiny", WIDER, True),
 }
 
 
@@ -40,14 +43,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(reps=2)
 
 
-def cell(spec: str, length: int, k: int, reps: int) -> dict:
+def cell(name: str, length: int, k: int, reps: int) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    _, spec, overrides, balanced = MODELS[name]
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(k),
-               "-m", "benchmarks.runner.context_worker", spec, str(length), str(reps), *MODELS[spec][1]]
+               "-m", "benchmarks.runner.context_worker", spec, str(length), str(reps), str(int(balanced)), *overrides]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
-        raise RuntimeError(f"context cell {spec} T={length} K={k} failed:\n{done.stderr[-2000:]}")
+        raise RuntimeError(f"context cell {name} T={length} K={k} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

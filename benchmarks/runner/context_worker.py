@@ -5,7 +5,8 @@ peak_bytes: the largest rise of a rank's peak resident set over one step (memory
 short warm-up step that allocates the gradients and pays one-off costs; seconds: the best of
 `reps` further steps, the group's slowest rank.
 
-Usage: torchrun --nproc_per_node K -m benchmarks.runner.context_worker SPEC LENGTH REPS [OVERRIDE ...]
+Usage: torchrun --nproc_per_node K -m benchmarks.runner.context_worker SPEC LENGTH REPS BALANCED [OVERRIDE ...]
+(BALANCED: 1 balances full attention's work over the ranks, ContextGroup.balance_attention)
 """
 
 from __future__ import annotations
@@ -41,10 +42,10 @@ def group_max(number: float) -> float:
     return value.item()
 
 
-def main(spec: str, length: int, reps: int, overrides: list[str]) -> None:
+def main(spec: str, length: int, reps: int, balanced: bool, overrides: list[str]) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
-    group = ContextGroup.from_world(dist.get_world_size())
+    group = ContextGroup.from_world(dist.get_world_size(), balanced)
     torch.manual_seed(0)
     model = layerzoo.build(spec, overrides)
     ids = torch.randint(model.config.vocab_size, (1, length), generator=torch.Generator().manual_seed(0))
@@ -64,4 +65,4 @@ def main(spec: str, length: int, reps: int, overrides: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:])
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5:])
