@@ -16,7 +16,7 @@ from ....blocks.packing import positions_in_sequences
 from ....mixers.attention import CausalAttention, KVCache
 from .collectives import all_gather
 from .exchanges import register_exchange
-from .halo import before_piece, last_tokens
+from .halo import before_piece, last_tokens, right_padded
 from .pieces import Pieces
 
 
@@ -42,7 +42,7 @@ def gather_keys(mixer: CausalAttention, forward, x: torch.Tensor, pieces: Pieces
     if pieces.group.balance_attention and mixer.window is None and not pieces.packed and min(lengths) >= 2:
         return balanced(mixer, x, pieces, link)
     rank = pieces.group.rank
-    longest = max(pieces.stop(r) - pieces.start(r) for r in range(pieces.group.size))
+    longest = max(lengths)
     keep = longest if mixer.window is None else min(longest, mixer.window - 1)
     link, (keys, values) = all_gather(pieces.group, link, *_local_keys(mixer, x, pieces, keep))
     cu_seqlens = pieces.local_cu_seqlens(x.device)
@@ -95,7 +95,3 @@ def balanced(mixer: CausalAttention, x: torch.Tensor, pieces: Pieces, link: torc
     position = torch.full((x.shape[0],), stop, dtype=torch.long, device=x.device)
     return mixer.heads_output(x, mine), KVCache(k[:, :stop], v[:, :stop], None, position), link
 
-
-def right_padded(t: torch.Tensor, length: int) -> torch.Tensor:
-    """t (B, n, ...) with zeros after it up to (B, length, ...): equal shapes for an all-gather."""
-    return torch.nn.functional.pad(t, (0,) * (2 * (t.dim() - 2)) + (0, length - t.shape[1]))

@@ -34,3 +34,8 @@ def before_piece(gathered: torch.Tensor, pieces: Pieces, keep: int, reach: int |
 def left_filled(t: torch.Tensor, length: int) -> torch.Tensor:
     """t (B, n, ...) with zeros in front up to (B, length, ...): a short convolution's cache."""
     return F.pad(t, (0,) * (2 * (t.dim() - 2)) + (length - t.shape[1], 0))
+
+
+def right_padded(t: torch.Tensor, length: int) -> torch.Tensor:
+    """t (B, n, ...) with zeros after it up to (B, length, ...): equal shapes for an all-gather."""
+    return F.pad(t, (0,) * (2 * (t.dim() - 2)) + (0, length - t.shape[1]))
