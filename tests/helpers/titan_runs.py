@@ -40,14 +40,20 @@ training:
 """
 
 
-def write_spec(folder: Path) -> Path:
-    """The swax-gdn-tiny model trained on six small text documents with a BPE of 300 tokens."""
+ARMT = """\
+armt: {segment_size: 16, num_mem_tokens: 4, d_mem: 16, memory_pattern: [false, true]}
+"""
+
+
+def write_spec(folder: Path, extra: str = "", name: str = "spec.yaml") -> Path:
+    """The swax-gdn-tiny model trained on six small text documents with a BPE of 300 tokens, and the
+    `extra` YAML sections (ARMT: that model in two segments of 16 tokens, memory in layers 1 and 3)."""
     corpus = folder / "corpus"
-    corpus.mkdir(parents=True)
+    corpus.mkdir(parents=True, exist_ok=True)
     for seed in range(6):
         (corpus / f"d{seed}.txt").write_text(document(seed, 150), encoding="utf-8")
-    path = folder / "spec.yaml"
-    path.write_text(SPEC.replace("CORPUS", str(corpus)))
+    path = folder / name
+    path.write_text(SPEC.replace("CORPUS", str(corpus)) + extra)
     return path
 
 

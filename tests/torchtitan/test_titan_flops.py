@@ -1,5 +1,5 @@
 """FLOPs per token for torchtitan's MFU: torchtitan's own convention on a transformer (6 x the
-non-embedding weights + 12 x layers x heads x head_dim x context), windows and recurrent states."""
+non-embedding weights + 12 x layers x heads x head_dim x context), windows, recurrent states and ARMT's segments."""
 
 import pytest
 
@@ -25,3 +25,9 @@ def test_windows_and_recurrent_states_stop_growing_with_the_context():
     assert flops_per_token(model, 64) == flops_per_token(model, 4096) > 6 * weights(model)
     full = build("swax-gdn-tiny", ["model.mixers.swa.window=4096"], device="meta")
     assert flops_per_token(full, 4096) > flops_per_token(model, 4096)
+
+
+def test_an_armt_counts_its_memory_tokens_and_memories_once_per_segment():
+    armt = build("armt-tiny", device="meta")  # segments of 8 tokens, 4 memory tokens, 2 memory layers
+    assert flops_per_token(armt, 64) == flops_per_token(armt, 4096)  # a token reads its segment alone
+    assert flops_per_token(armt, 64) > flops_per_token(armt.base, 8 + 4) * (8 + 4) // 8

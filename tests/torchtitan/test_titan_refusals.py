@@ -1,7 +1,8 @@
 """What layerzoo.hf.torchtitan refuses, in one line each: another torchtitan release, parallelism a
 layerzoo spec cannot take (tensor, pipeline, an SPMD backend needing annotations, torchtitan's
 context load balancing, compiled blocks under context parallelism), batch sizes other than the
-spec's, and a segment curriculum without a segment size; and the batch split it derives instead
+spec's, a segment curriculum without a segment size, an ARMT under context parallelism or around a
+Hugging Face checkpoint; and the batch split it derives instead
 (layerzoo train's micro-batches)."""
 
 import types
@@ -57,7 +58,7 @@ def test_the_config_of_a_spec_trains_it_as_layerzoo_train_would():
 
 
 def test_a_curriculum_without_a_segment_size_is_refused():
-    """Only ARMT brings a segment size of its own, and ARMT is refused under torchtitan."""
+    """Only ARMT brings a segment size of its own."""
     with pytest.raises(TrainingError, match="training.curriculum: set segment_size") as error:
         trainer_config("swax-gdn-tiny", ["training.curriculum.segments=[1, 2]"])
     one_line(error)
@@ -78,6 +79,24 @@ def test_what_layerzoos_context_parallelism_cannot_take_is_refused(layout, compi
     config.parallelism, config.compile = trainer_config("swax-gdn-tiny").parallelism, CompileConfig()
     config.parallelism.context_parallel_degree = 2
     LayerzooTitanModel.Config(spec="swax-gdn-tiny").update_from_config(config=config)
+
+
+def test_an_armt_under_torchtitans_context_parallelism_is_refused():
+    """torchtitan shards every model over its cp ranks with FSDP2, under which ARMT's ranks (taking
+    turns at their segments) would wait on each other's collectives."""
+    parallelism = ParallelismConfig(context_parallel_degree=2, spmd_backend="partial_dtensor",
+                                    context_parallel_load_balancer=None)
+    config = types.SimpleNamespace(parallelism=parallelism, compile=CompileConfig())
+    with pytest.raises(HFError, match="armt-tiny: an ARMT does not run context-parallel under torchtitan") as error:
+        LayerzooTitanModel.Config(spec="armt-tiny").update_from_config(config=config)
+    one_line(error)
+
+
+def test_an_armt_around_a_hugging_face_checkpoint_is_refused(tmp_path):
+    with pytest.raises(HFError, match="around a Hugging Face checkpoint .* does not train under torchtitan") as error:
+        LayerzooTitanModel(LayerzooTitanModel.Config(spec="armt-hf-example",
+                                                     overrides=[f"base.hf_checkpoint={tmp_path}"]))
+    one_line(error)
 
 
 @pytest.mark.parametrize("world, degrees, grad_accum, micro", [

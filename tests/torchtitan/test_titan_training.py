@@ -2,7 +2,8 @@
 spec, seed and data, with data parallelism, with gradient accumulation and with layerzoo's context
 parallelism over torchtitan's cp mesh (alone, and beside data parallelism on 4 processes); a resumed
 run continues them, also under another context size; its checkpoint becomes a
-Hugging Face folder whose logits are the checkpoint's weights' and whose tokenizer is the task's."""
+Hugging Face folder whose logits are the checkpoint's weights' and whose tokenizer is the task's.
+An ARMT around the same model trains as layerzoo train trains it; its checkpoint is not exported."""
 
 import json
 import shutil
@@ -19,7 +20,7 @@ from layerzoo.cli import main
 from layerzoo.hf.errors import HFError
 from layerzoo.hf.torchtitan.export import export_checkpoint
 from layerzoo.mixers.window import set_window
-from tests.helpers.titan_runs import docs_train, logged_losses, titan_train, write_spec
+from tests.helpers.titan_runs import ARMT, docs_train, logged_losses, titan_train, write_spec
 
 
 @pytest.fixture(scope="module")
@@ -172,5 +173,44 @@ def test_a_checkpoint_of_another_spec_is_refused_in_one_line(runs, tmp_path, mon
     checkpoint = runs["folder"] / "titan" / "checkpoint" / "step-4"
     with pytest.raises(HFError, match="is not a checkpoint of") as error:
         export_checkpoint(checkpoint, str(runs["spec"]), ["model.d_model=32"], tmp_path / "hf")
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "hf").exists()
+
+
+@pytest.fixture(scope="module")
+def armt_runs(runs):
+    """The spec's model as an ARMT (segments of 16 tokens, memory in layers 1 and 3) under the
+    curriculum 1 -> 2 segments, which takes ARMT's segment size: 2 steps of layerzoo train and of
+    torchtitan (2 processes, FSDP2 over the base's layers), checkpointed."""
+    folder = runs["folder"]
+    spec = write_spec(folder, ARMT, name="armt.yaml")
+    overrides = ("training.steps=2", "training.curriculum.segments=[1, 2]")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAYERZOO_CACHE", str(runs["cache"]))
+        flags = [flag for override in overrides for flag in ("--set", override)]
+        assert main(["train", str(spec), "--out", str(folder / "armt-layerzoo"), *flags, "--no-progress"]) == 0
+        log = titan_train(spec, folder / "armt-titan", "--checkpoint.enable", overrides=overrides)
+    metrics = [json.loads(line) for line in (folder / "armt-layerzoo" / "metrics.jsonl").read_text().splitlines()]
+    return {"spec": spec, "log": log, "layerzoo": [row for row in metrics if "loss" in row]}
+
+
+def test_an_armt_trains_as_layerzoo_trains(armt_runs):
+    """Its memory carried across the segments under FSDP2; torchtitan's default activation
+    checkpointing left off with a warning (its recompute would run a layer without its memory)."""
+    log = armt_runs["log"]
+    assert "an ARMT's layers take no activation checkpointing under torchtitan" in log
+    steps = armt_runs["layerzoo"]
+    assert [row["seq_len"] for row in steps] == [16, 32]
+    titan = logged_losses(log)
+    assert sorted(titan) == [1, 2]
+    assert_losses_equal(titan, {row["step"]: row["loss"] for row in steps})
+
+
+def test_an_armt_checkpoint_is_not_exported(runs, armt_runs, tmp_path, monkeypatch):
+    monkeypatch.setenv("LAYERZOO_CACHE", str(runs["cache"]))
+    checkpoint = runs["folder"] / "armt-titan" / "checkpoint" / "step-2"
+    assert (checkpoint / ".metadata").is_file()
+    with pytest.raises(HFError, match="ARMT models are not exported to transformers") as error:
+        export_checkpoint(checkpoint, str(armt_runs["spec"]), [], tmp_path / "hf")
     assert "\n" not in str(error.value)
     assert not (tmp_path / "hf").exists()

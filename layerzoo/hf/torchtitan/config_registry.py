@@ -45,7 +45,7 @@ def trainer_config(spec_name: str, overrides: list[str] = ()) -> LayerzooTrainer
     training = spec.training
     if training is None:
         raise HFError(f"{spec_name}: the spec has no training section to train by")
-    make_curriculum(training, None)  # a curriculum's segment size is checked before anything runs
+    make_curriculum(training, spec.armt)  # a curriculum's segment size is checked before anything runs
     settings = training.optimizer
     return LayerzooTrainer.Config(
         model_spec=ModelSpec(name="layerzoo", flavor=spec.name or spec_name,

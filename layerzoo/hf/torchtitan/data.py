@@ -49,7 +49,7 @@ class TaskDataLoader(BaseDataLoader):
                           f"do not split the spec's training.batch_size {spec.training.batch_size}; leave torchtitan's "
                           "batch sizes as layerzoo_spec sets them (LAYERZOO_SET training.grad_accum=... accumulates)")
         self.task, self.seed = spec_task(spec), spec.training.seed
-        curriculum = make_curriculum(spec.training, None)
+        curriculum = make_curriculum(spec.training, spec.armt)
         self.seq_len = (lambda step: seq_len) if curriculum is None else curriculum.seq_len
         self.batch_size = local_batch_size
         share = spec.training.batch_size // dp_world_size  # this rank's examples of a step, as layerzoo train's

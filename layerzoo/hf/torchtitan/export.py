@@ -19,7 +19,7 @@ from ...tasks.text.cache import written_whole
 from ..config import LayerzooConfig
 from ..errors import HFError
 from ..export import check_empty, fill
-from ..model import LayerzooForCausalLM
+from ..model import LayerzooForCausalLM, check_exportable
 from ..quiet import no_transformers_bars
 from .adapter import LayerzooStateDictAdapter
 from .data import spec_task
@@ -31,13 +31,14 @@ def export_checkpoint(checkpoint: str | Path, spec: str, overrides: list[str], o
 
     Raises:
         HFError: checkpoint is not a torchtitan checkpoint; its weights are not this spec's (names or
-            shapes); out_dir exists and is not an empty folder.
+            shapes); out_dir exists and is not an empty folder; an ARMT spec (not exported to transformers).
     """
     checkpoint, out_dir = Path(checkpoint), Path(out_dir)
     if not (checkpoint / ".metadata").is_file():
         raise HFError(f"{checkpoint}: not a torchtitan checkpoint folder (no .metadata); give a step-N folder")
     check_empty(out_dir)
     resolved = load_spec(spec, overrides)
+    check_exportable(resolved)
     model = LayerzooForCausalLM(LayerzooConfig.from_model_config(resolved.model))
     window = None if resolved.training is None else resolved.training.window.long
     if window is not None:

@@ -11,17 +11,24 @@ A product costs 2 FLOPs per weight or state element it reads, and training costs
   kernels spend more inside a chunk; that is not counted, as the sequential form would not spend it.
 The recurrent term takes the mixer's own `state_size(seq_len)` (its matrix memory, and its short
 convolutions' few inputs).
+
+An ARMT runs its base on each segment and its memory tokens: a text token carries
+(segment + memory tokens) / segment of a token's cost in the base at the context of one segment,
+and every memory layer's weights and its (A, z), read at each position.
 """
 
 from __future__ import annotations
 
 from torch import nn
 
+from ...assemblies.armt import ARMT
 from ...mixers.attention import CausalAttention
 
 
 def flops_per_token(model: nn.Module, seq_len: int) -> int:
-    """Training FLOPs per token of `model` (a CausalLM, on any device, meta too) at seq_len."""
+    """Training FLOPs per token of `model` (a CausalLM, or an ARMT around one; on any device, meta too) at seq_len."""
+    if isinstance(model, ARMT):
+        return armt_flops_per_token(model, seq_len)
     weights = sum(p.numel() for p in model.parameters()) - model.embedding.weight.numel()
     return 6 * weights + sum(mixing_flops(block.mixer, seq_len) for block in model.blocks)
 
@@ -32,3 +39,12 @@ def mixing_flops(mixer: nn.Module, seq_len: int) -> int:
         context = seq_len if mixer.window is None else min(mixer.window, seq_len)
         return 3 * 2 * 2 * mixer.n_heads * mixer.head_dim * context
     return 3 * 2 * 2 * mixer.state_size(seq_len)
+
+
+def armt_flops_per_token(armt: ARMT, seq_len: int) -> int:
+    """Training FLOPs per text token of an ARMT around a CausalLM (see the module's docstring)."""
+    segment = min(seq_len, armt.segment_size)
+    per_pass = flops_per_token(armt.base, segment + armt.num_mem_tokens)
+    for memory in armt.memories.values():
+        per_pass += 6 * sum(p.numel() for p in memory.parameters()) + 3 * 2 * 2 * memory.memory_size()
+    return per_pass * (segment + armt.num_mem_tokens) // segment

@@ -13,6 +13,7 @@ import torch
 from torch.distributed.tensor import DTensor, distribute_tensor
 from torchtitan.protocols.model import BaseModel
 
+from ...assemblies.armt import ARMT
 from ...assemblies.build import build
 from ...assemblies.causal_lm import CausalLM
 from ...mixers.window import set_window
@@ -25,7 +26,8 @@ CHECKPOINT_WRAPPER = "_checkpoint_wrapped_module."
 
 
 class LayerzooTitanModel(BaseModel):
-    """The CausalLM a spec describes, as `self.lm`: (B, T) token ids -> (B, T, vocab_size) logits."""
+    """The CausalLM a spec describes, or the ARMT around its `model:` stack, as `self.lm`: (B, T)
+    token ids -> (B, T, vocab_size) logits."""
 
     @dataclass(kw_only=True, slots=True)
     class Config(BaseModel.Config):
@@ -45,6 +47,10 @@ class LayerzooTitanModel(BaseModel):
                     raise HFError(f"{what} parallelism ({degree}) is not supported for layerzoo specs under "
                                   "torchtitan: their mixers declare no sharding plan; use data parallelism (FSDP)")
             if parallelism.context_parallel_degree > 1:
+                if load_spec(self.spec, self.overrides).armt is not None:
+                    raise HFError(f"{self.spec}: an ARMT does not run context-parallel under torchtitan, which shards "
+                                  "every model over its cp ranks with FSDP2 while ARMT's ranks take turns at their "
+                                  "segments; use layerzoo train --set training.context=K (DDP)")
                 check_context_layout(parallelism, config.compile)
 
         def get_nparams_and_flops(self, model: LayerzooTitanModel, seq_len: int) -> tuple[int, int]:
@@ -54,10 +60,11 @@ class LayerzooTitanModel(BaseModel):
         super().__init__()
         self.config = config
         spec = load_spec(config.spec, config.overrides)
-        if spec.armt is not None:
-            raise HFError(f"{config.spec}: ARMT specs do not train under torchtitan yet; train them with layerzoo train")
+        if spec.hf_checkpoint is not None:
+            raise HFError(f"{config.spec}: an ARMT around a Hugging Face checkpoint (base:) does not train under "
+                          "torchtitan yet; train it with layerzoo train")
         self.seed = spec.training.seed if spec.training is not None else 0
-        self.lm: CausalLM = build(spec, device="meta")
+        self.lm: CausalLM | ARMT = build(spec, device="meta")
         window = None if spec.training is None else spec.training.window.long
         if window is not None:  # a fixed schedule's window, as layerzoo train sets it
             set_window(self.lm, window)

@@ -51,8 +51,9 @@ class LayerzooSchedule(LRSchedulersContainer):
         overrides: list[str] = field(default_factory=list)
 
         def build(self, *, optimizers, training_steps):
-            training = load_spec(self.spec, self.overrides).training
-            settings, curriculum = training.optimizer, make_curriculum(training, None)
+            spec = load_spec(self.spec, self.overrides)
+            training = spec.training
+            settings, curriculum = training.optimizer, make_curriculum(training, spec.armt)
 
             def factor(step: int) -> float:
                 progress, total = (step, training_steps) if curriculum is None else curriculum.stage_progress(step)

@@ -1,9 +1,12 @@
 """parallelize_layerzoo: torchtitan's parallelize_fn for a LayerzooTitanModel.
 
-Per block, in torchtitan's order: activation checkpointing (the policy the config selects),
-torch.compile (when `compile.enable` lists "model"), then FSDP2 over torchtitan's fsdp mesh (the
-data-parallel shards x the context-parallel ranks: FSDP sums the gradients over both); the
-embedding, final norm and head are sharded with the root. Context parallelism itself runs in each
+Per block (an ARMT's: its base's layers), in torchtitan's order: activation checkpointing (the
+policy the config selects; not for an ARMT, whose memory hooks read and write only inside its own
+segment pass, so a recompute in the backward would run a layer without its memory: ARMT recomputes
+whole segments with armt.checkpoint_segments), torch.compile (when `compile.enable` lists "model"),
+then FSDP2 over torchtitan's fsdp mesh (the data-parallel shards x the context-parallel ranks: FSDP
+sums the gradients over both); the embedding, final norm and head (and ARMT's memories) are sharded
+with the root. Context parallelism itself runs in each
 step (trainer.py). Tensor and pipeline parallelism are refused earlier
 (LayerzooTitanModel.Config.update_from_config): no mixer declares a plan for them.
 """
@@ -13,18 +16,23 @@ from __future__ import annotations
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torchtitan.config import TORCH_DTYPE_MAP
 from torchtitan.distributed.fsdp import disable_fsdp_gradient_division
+from torchtitan.tools.logging import logger
 
+from ...assemblies.armt import ARMT
 from .model import LayerzooTitanModel
 
 
 def parallelize_layerzoo(model: LayerzooTitanModel, *, parallel_dims, training, parallelism, compile_config,
                          ac_config, dump_folder: str = "") -> LayerzooTitanModel:
     """Apply activation checkpointing, per-block compile and FSDP2 to `model` in place; returns it."""
-    blocks = model.lm.blocks
-    if ac_config is not None:
+    if ac_config is not None and isinstance(model.lm, ARMT):
+        logger.warning("an ARMT's layers take no activation checkpointing under torchtitan; to recompute in the "
+                       "backward, set armt.checkpoint_segments: true (whole segments, memory included)")
+    elif ac_config is not None:
         policy = ac_config.build(dump_folder=dump_folder)
-        for index, block in enumerate(blocks):
-            blocks[index] = policy._wrap_block(block, base_fqn=f"lm.blocks.{index}")
+        for index, block in enumerate(model.lm.blocks):
+            model.lm.blocks[index] = policy._wrap_block(block, base_fqn=f"lm.blocks.{index}")
+    blocks = model.lm.repeated_blocks()
     if compile_config.enable and "model" in compile_config.components:
         for block in blocks:
             block.compile(backend=compile_config.backend, fullgraph=False)

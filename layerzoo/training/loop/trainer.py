@@ -139,12 +139,12 @@ def build_model(spec: Spec, context: distributed.Context) -> nn.Module:
     return build(spec).to(context.device)
 
 
-def make_curriculum(config: TrainingConfig, model: nn.Module | None) -> Curriculum | None:
-    """The spec's segment curriculum (None without one), its segment size the config's or the
-    model's (None: no model to ask, as where only the data is built)."""
+def make_curriculum(config: TrainingConfig, segmented: Any) -> Curriculum | None:
+    """The spec's segment curriculum (None without one), its segment size the config's or else
+    `segmented`'s: the model, or the spec's ARMTConfig where no model is built (None: none to ask)."""
     if config.curriculum is None:
         return None
-    length = config.curriculum.segment_size or getattr(model, "segment_size", None)
+    length = config.curriculum.segment_size or getattr(segmented, "segment_size", None)
     if not length:
         raise TrainingError("training.curriculum: set segment_size, or train a model that has one (ARMT)")
     return Curriculum(config.curriculum, config.steps, length, config.seed)
