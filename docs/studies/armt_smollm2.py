@@ -20,6 +20,7 @@ second timed.
 
   run     GGUF --out OUT [--cells CELLS] [--only ARM...]: train, then measure; finished steps are skipped
   measure GGUF ARM LENGTH --out OUT [--cells CELLS]: one arm at one length (what `run` starts per cell)
+  peak    GGUF ARM LENGTH --out OUT [--cells CELLS]: add the streamed peak to a cell measured without it
   report  GGUF CELLS --to docs/results/armt-smollm2: the table (Markdown) with the FLOPs counted, its
           numbers (JSON), a figure
 """
@@ -151,18 +152,13 @@ def measure(gguf: Path, arm: str, length: int, out: Path) -> dict:
     from benchmarks.runner.timing import matmul_gflops, time_cells
     from layerzoo.assemblies import CausalLM
     from layerzoo.evaluation.perplexity import perplexity_by_length
-    from layerzoo.tasks import make_task
     from layerzoo.training.objectives.language_model import score_heldout
 
     torch.set_num_threads(2)
     rate = matmul_gflops(time_cells([], rounds=5, budget=None))  # this process's reference, beside its tokens/s
-    folder = folder_of(gguf)
     model = model_of(gguf, arm, out)
     loaded = peak_bytes()
-    options = {"files": [TEXT], "tokenizer": str(folder), "holdout": HOLDOUT, "split": "eval"}
-    vocab_size = model.config.vocab_size  # ARMT's and Segments': the wrapped transformers model's
-    text = make_task("text", options, vocab_size)
-    qa = make_task("qa", options, vocab_size)
+    text, qa = heldout_task(gguf, "text", model), heldout_task(gguf, "qa", model)
     start = time.perf_counter()
     perplexity = perplexity_by_length(model, text, [length], samples=PERPLEXITY_DOCUMENTS, chunk_size=SEGMENT)
     seconds = time.perf_counter() - start
@@ -174,6 +170,27 @@ def measure(gguf: Path, arm: str, length: int, out: Path) -> dict:
             "document_perplexities": [math.exp(loss) for loss in row["document_losses"]], "qa_accuracy": answers["accuracy"], "qa_answer_loss": answers["loss"], "qa_samples": QA_SAMPLES,
             "stream_peak_bytes": streamed, "peak_bytes": peak_bytes(), "loaded_bytes": loaded,
             "tokens_per_s": row["documents"] * length / seconds if row["documents"] else None, "matmul_gflops": rate}
+
+
+def streamed_peak(gguf: Path, arm: str, length: int, out: Path) -> dict:
+    """The two peaks a cell keeps beside QA's (the model loaded; the context then read in SEGMENT-token
+    pieces), in a process of their own: for a cell measured before they were kept apart. Nothing is
+    timed, so this may run beside other work."""
+    from layerzoo.evaluation.perplexity import perplexity_by_length
+
+    model = model_of(gguf, arm, out)
+    loaded = peak_bytes()
+    perplexity_by_length(model, heldout_task(gguf, "text", model), [length], samples=PERPLEXITY_DOCUMENTS,
+                         chunk_size=SEGMENT)
+    return {"loaded_bytes": loaded, "stream_peak_bytes": peak_bytes(), "stream_measured_apart": True}
+
+
+def heldout_task(gguf: Path, name: str, model):
+    """The task `name` (text or qa) on the held-out standard-library files, in the model's vocabulary."""
+    from layerzoo.tasks import make_task
+
+    options = {"files": [TEXT], "tokenizer": str(folder_of(gguf)), "holdout": HOLDOUT, "split": "eval"}
+    return make_task(name, options, model.config.vocab_size)  # ARMT's and Segments': the wrapped model's
 
 
 def peak_bytes() -> int:
@@ -227,6 +244,9 @@ def report(gguf: Path, cells_dir: Path, to: Path) -> None:
                          f"{number(cell['tokens_per_s'], 0)}{versus(cell, against, 'tokens_per_s')} | "
                          f"{share(cell)} |")
     to.parent.mkdir(parents=True, exist_ok=True)
+    if any(cell.get("stream_measured_apart") for cell in cells):
+        lines += ["", "\\* measured in a process of its own after the cell (`peak`), the model loaded and the "
+                  "context read as in the cell"]
     lines += ["", *training_table(cells_dir)]
     Path(f"{to}.json").write_text(json.dumps(cells, indent=1))
     Path(f"{to}.md").write_text("\n".join(lines) + "\n")
@@ -264,7 +284,8 @@ def streamed_rise(cell: dict) -> str:
     """How far reading the context piece by piece (state carried) raised the peak over the loaded model."""
     if "stream_peak_bytes" not in cell:
         return "-"  # a cell measured before the stream's peak was kept apart
-    return f"{(cell['stream_peak_bytes'] - cell['loaded_bytes']) / 2**20:,.0f} MiB"
+    apart = " *" if cell.get("stream_measured_apart") else ""
+    return f"{(cell['stream_peak_bytes'] - cell['loaded_bytes']) / 2**20:,.0f} MiB{apart}"
 
 
 def share(cell: dict) -> str:
@@ -316,12 +337,13 @@ def main() -> None:
     running.add_argument("--only", nargs="+", choices=ARMS)
     running.add_argument("--steps", type=int, default=STEPS, help=f"continued pretraining's steps (default {STEPS})")
     running.add_argument("--lengths", type=int, nargs="+", default=list(LENGTHS), help="context lengths measured")
-    measuring = commands.add_parser("measure")
-    measuring.add_argument("gguf", type=Path)
-    measuring.add_argument("arm", choices=ARMS)
-    measuring.add_argument("length", type=int)
-    measuring.add_argument("--out", type=Path, required=True)
-    for command in (running, measuring):
+    measuring, peaking = commands.add_parser("measure"), commands.add_parser("peak")
+    for command in (measuring, peaking):
+        command.add_argument("gguf", type=Path)
+        command.add_argument("arm", choices=ARMS)
+        command.add_argument("length", type=int)
+        command.add_argument("--out", type=Path, required=True)
+    for command in (running, measuring, peaking):
         command.add_argument("--cells", type=Path, help="where each measured cell's JSON goes (default OUT/cells): "
                                                        "a folder kept with the results outlives the runs")
     reporting = commands.add_parser("report")
@@ -335,6 +357,10 @@ def main() -> None:
     cells = args.cells or args.out / "cells"
     if args.command == "run":
         run(args.gguf, args.out, args.only, args.steps, args.lengths, cells)
+    elif args.command == "peak":
+        path = cells / f"{args.arm}-{args.length}.json"
+        cell = json.loads(path.read_text()) | streamed_peak(args.gguf, args.arm, args.length, args.out)
+        path.write_text(json.dumps(cell, indent=1))
     else:
         cell = measure(args.gguf, args.arm, args.length, args.out)
         path = cells / f"{args.arm}-{args.length}.json"
