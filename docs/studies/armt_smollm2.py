@@ -21,8 +21,10 @@ second timed.
   run     GGUF --out OUT [--cells CELLS] [--only ARM...]: train, then measure; finished steps are skipped
   measure GGUF ARM LENGTH --out OUT [--cells CELLS]: one arm at one length (what `run` starts per cell)
   peak    GGUF ARM LENGTH --out OUT [--cells CELLS]: add the streamed peak to a cell measured without it
+  trace   GGUF ARM LENGTH --out OUT [--cells CELLS]: each segment's loss and each memory layer's |A|
+          along the perplexity documents (CELLS/traces/ARM-LENGTH.json): where a memory goes wrong
   report  GGUF CELLS --to docs/results/armt-smollm2: the table (Markdown) with the FLOPs counted, its
-          numbers (JSON), a figure
+          numbers (JSON), a figure, and one of the traces (TO-trace.png) where CELLS/traces has any
 """
 
 from __future__ import annotations
@@ -96,14 +98,18 @@ def model_of(gguf: Path, arm: str, out: Path):
     return Segments(base) if arm == "segments" else base
 
 
-class Segments:
-    """The base on each segment of SEGMENT tokens alone: no state crosses a segment's end."""
+class Delegate:
+    """A model's stand-in: what it does not define, the model answers."""
 
     def __init__(self, base):
         self.base = base
 
     def __getattr__(self, name):
         return getattr(self.base, name)
+
+
+class Segments(Delegate):
+    """The base on each segment of SEGMENT tokens alone: no state crosses a segment's end."""
 
     def __call__(self, ids, state=None, return_state=False, **kwargs):
         import torch
@@ -185,6 +191,33 @@ def streamed_peak(gguf: Path, arm: str, length: int, out: Path) -> dict:
     return {"loaded_bytes": loaded, "stream_peak_bytes": peak_bytes(), "stream_measured_apart": True}
 
 
+def trace(gguf: Path, arm: str, length: int, out: Path) -> dict:
+    """Along each perplexity document read in SEGMENT-token pieces: each piece's mean loss over its
+    own next tokens (SEGMENT - 1 of its predictions; the last one's target is in the next piece)
+    and, for an ARMT, each memory layer's |A| (Frobenius) after the piece. Nothing is timed."""
+    import torch
+    import torch.nn.functional as F
+
+    from layerzoo.evaluation.perplexity import perplexity_by_length
+
+    model = model_of(gguf, arm, out)
+    pieces: list[dict] = []
+
+    class Traced(Delegate):
+        def __call__(self, ids, state=None, return_state=False, **kwargs):
+            logits, state = self.base(ids, state=state, return_state=True, **kwargs)
+            loss = F.cross_entropy(logits[0, :-1].float(), ids[0, 1:])
+            norms = [None if m is None else float(torch.linalg.norm(m.matrix)) for m in getattr(state, "memory", ())]
+            pieces.append({"loss": float(loss), "memory_norms": norms})
+            return (logits, state) if return_state else logits
+
+    perplexity_by_length(Traced(model), heldout_task(gguf, "text", model), [length], samples=PERPLEXITY_DOCUMENTS,
+                         chunk_size=SEGMENT)
+    per_document = length // SEGMENT
+    documents = [pieces[i:i + per_document] for i in range(0, len(pieces), per_document)]
+    return {"arm": arm, "length": length, "segment": SEGMENT, "documents": documents}
+
+
 def heldout_task(gguf: Path, name: str, model):
     """The task `name` (text or qa) on the held-out standard-library files, in the model's vocabulary."""
     from layerzoo.tasks import make_task
@@ -251,6 +284,9 @@ def report(gguf: Path, cells_dir: Path, to: Path) -> None:
     Path(f"{to}.json").write_text(json.dumps(cells, indent=1))
     Path(f"{to}.md").write_text("\n".join(lines) + "\n")
     figure(cells, Path(f"{to}.png"))
+    traces = [json.loads(path.read_text()) for path in sorted((cells_dir / "traces").glob("*.json"))]
+    if traces:
+        trace_figure(traces, Path(f"{to}-trace.png"))
     print("\n".join(lines))
 
 
@@ -328,6 +364,31 @@ def figure(cells: list[dict], png: Path) -> None:
     plt.close(fig)
 
 
+def trace_figure(traces: list[dict], png: Path) -> None:
+    """Per document of each trace: each segment's loss, and the largest memory layer's |A|, along the context."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (losses, norms) = plt.subplots(1, 2, figsize=(12, 4))
+    for trace in traces:
+        for index, pieces in enumerate(trace["documents"]):
+            ends = [(i + 1) * trace["segment"] for i in range(len(pieces))]
+            style = {"color": f"C{ARMS.index(trace['arm'])}", "linestyle": ("-", "--")[index % 2],
+                     "label": f"{trace['arm']}, document {index + 1}"}
+            losses.plot(ends, [piece["loss"] for piece in pieces], **style)
+            norms.plot(ends, [max(n for n in piece["memory_norms"] if n is not None) for piece in pieces], **style)
+    losses.set(xlabel="tokens read", ylabel="segment's loss (nats/token)")
+    norms.set(xlabel="tokens read", ylabel="largest memory layer's |A| (Frobenius)", yscale="log")
+    for axes in (losses, norms):
+        axes.axvline(4096, color="0.7", linestyle=":")  # continued pretraining's longest sequence
+        axes.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -337,13 +398,13 @@ def main() -> None:
     running.add_argument("--only", nargs="+", choices=ARMS)
     running.add_argument("--steps", type=int, default=STEPS, help=f"continued pretraining's steps (default {STEPS})")
     running.add_argument("--lengths", type=int, nargs="+", default=list(LENGTHS), help="context lengths measured")
-    measuring, peaking = commands.add_parser("measure"), commands.add_parser("peak")
-    for command in (measuring, peaking):
+    measuring, peaking, tracing = (commands.add_parser(name) for name in ("measure", "peak", "trace"))
+    for command in (measuring, peaking, tracing):
         command.add_argument("gguf", type=Path)
         command.add_argument("arm", choices=ARMS)
         command.add_argument("length", type=int)
         command.add_argument("--out", type=Path, required=True)
-    for command in (running, measuring, peaking):
+    for command in (running, measuring, peaking, tracing):
         command.add_argument("--cells", type=Path, help="where each measured cell's JSON goes (default OUT/cells): "
                                                        "a folder kept with the results outlives the runs")
     reporting = commands.add_parser("report")
@@ -361,6 +422,10 @@ def main() -> None:
         path = cells / f"{args.arm}-{args.length}.json"
         cell = json.loads(path.read_text()) | streamed_peak(args.gguf, args.arm, args.length, args.out)
         path.write_text(json.dumps(cell, indent=1))
+    elif args.command == "trace":
+        path = cells / "traces" / f"{args.arm}-{args.length}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(trace(args.gguf, args.arm, args.length, args.out)))
     else:
         cell = measure(args.gguf, args.arm, args.length, args.out)
         path = cells / f"{args.arm}-{args.length}.json"
