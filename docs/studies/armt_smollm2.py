@@ -262,9 +262,9 @@ def report(gguf: Path, cells_dir: Path, to: Path) -> None:
     for cell in cells:
         cell["flops_per_token"] = flops_per_token(cell["arm"], cell["length"], base_model)
     base = {cell["length"]: cell for cell in cells if cell["arm"] == "base"}
-    lines = ["| arm | length | perplexity [per document] | QA exact match | QA answer loss "
-             "| memory read in 512-token pieces: rise over the loaded model | peak with QA's whole call "
-             "| FLOPs per token counted (vs base) | tokens/s timed (vs base) | share of the matmul rate |",
+    lines = [("| arm | length | perplexity [per document] | QA exact match | QA answer loss "
+              "| memory read in 512-token pieces: rise over the loaded model | peak with QA's whole call "
+              "| FLOPs per token counted (vs base) | tokens/s timed (vs base) | share of the matmul rate |"),
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for arm in ARMS:
         for cell in sorted((c for c in cells if c["arm"] == arm), key=lambda c: c["length"]):
@@ -278,8 +278,8 @@ def report(gguf: Path, cells_dir: Path, to: Path) -> None:
                          f"{share(cell)} |")
     to.parent.mkdir(parents=True, exist_ok=True)
     if any(cell.get("stream_measured_apart") for cell in cells):
-        lines += ["", "\\* measured in a process of its own after the cell (`peak`), the model loaded and the "
-                  "context read as in the cell"]
+        lines += ["", ("\\* measured in a process of its own after the cell (`peak`), the model loaded and the "
+                       "context read as in the cell")]
     lines += ["", *training_table(cells_dir)]
     Path(f"{to}.json").write_text(json.dumps(cells, indent=1))
     Path(f"{to}.md").write_text("\n".join(lines) + "\n")
