@@ -133,15 +133,8 @@ class ARMT(nn.Module):
             self.memory_tokens.copy_(tokens)
 
     def repeated_blocks(self) -> list[nn.Module]:
-        """The base model's layers: the units FSDP shards one by one (then the model itself) and
-        training.compile compiles one by one.
-
-        The memories stay with the model itself. FSDP gathers a unit's weights in its forward
-        hooks, and the hooks around a layer call a memory's read and write, never its forward: as
-        a unit of its own a memory would be read still sharded (an error), and grouped with its
-        layer (fully_shard([layer, memory])) it would keep that layer gathered until the model's
-        forward ends. With the model they are gathered for its forward and backward: small beside a block.
-        """
+        """The base model's layers, which training.compile compiles one by one. FSDP shards an ARMT
+        as one unit, not by these (training.parallel.fsdp.fsdp_units says why)."""
         return list(self.backbone.layers)
 
     def forward(self, input_ids: torch.Tensor, state: ARMTState | ARMTStreams | None = None, return_state: bool = False,

@@ -5,8 +5,8 @@ policy the config selects; not for an ARMT, whose memory hooks read and write on
 segment pass, so a recompute in the backward would run a layer without its memory: ARMT recomputes
 whole segments with armt.checkpoint_segments), torch.compile (when `compile.enable` lists "model"),
 then FSDP2 over torchtitan's fsdp mesh (the data-parallel shards x the context-parallel ranks: FSDP
-sums the gradients over both); the embedding, final norm and head (and ARMT's memories) are sharded
-with the root. Context parallelism itself runs in each
+sums the gradients over both); the embedding, final norm and head are sharded with the root, and an
+ARMT is the root alone (fsdp_units: its layers run once per segment of each packed document). Context parallelism itself runs in each
 step (trainer.py). Tensor and pipeline parallelism are refused earlier
 (LayerzooTitanModel.Config.update_from_config): no mixer declares a plan for them.
 """
@@ -19,6 +19,7 @@ from torchtitan.distributed.fsdp import disable_fsdp_gradient_division
 from torchtitan.tools.logging import logger
 
 from ...assemblies.armt import ARMT
+from ...training.parallel.fsdp import fsdp_units
 from .model import LayerzooTitanModel
 
 
@@ -41,7 +42,7 @@ def parallelize_layerzoo(model: LayerzooTitanModel, *, parallel_dims, training, 
         mesh = parallel_dims.get_mesh(names)
         policy = MixedPrecisionPolicy(param_dtype=TORCH_DTYPE_MAP[training.mixed_precision_param],
                                       reduce_dtype=TORCH_DTYPE_MAP[training.mixed_precision_reduce])
-        for block in blocks:
+        for block in fsdp_units(model.lm):
             fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=True)
         fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=False)
         disable_fsdp_gradient_division(model)  # torchtitan's loss is already divided by the global token count

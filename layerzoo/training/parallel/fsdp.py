@@ -1,7 +1,7 @@
 """FSDP2: each rank builds the model on the meta device, shards it, then allocates and fills only its shards.
 
-The units are the assembly's `repeated_blocks()` (its blocks, or the layers ARMT wraps), one FSDP group
-each, then the model itself (embedding, final norm, head; ARMT's memory tokens and memories). With
+The units are the assembly's `repeated_blocks()`, one FSDP group each, then the model itself (embedding,
+final norm, head). An ARMT is one unit, the model (see fsdp_units). With
 mixed_precision "bf16" a unit computes with bf16 copies of its fp32 shards and reduce-scatters
 gradients in fp32; the optimizer and checkpoints keep fp32.
 
@@ -22,6 +22,7 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor, distribute_tensor
 
 from ...assemblies import build
+from ...assemblies.armt import ARMT
 from ...assemblies.init import construction_order, init_module
 from ...specs import Spec
 
@@ -45,10 +46,19 @@ def mixed_precision_policy(name: str | None) -> MixedPrecisionPolicy:
 
 
 def shard(model: nn.Module, policy: MixedPrecisionPolicy) -> nn.Module:
-    """fully_shard each of model.repeated_blocks(), then the model (its remaining parameters); in place."""
-    for unit in model.repeated_blocks():
+    """fully_shard each of fsdp_units(model), then the model (its remaining parameters); in place."""
+    for unit in fsdp_units(model):
         fully_shard(unit, mp_policy=policy)
     return fully_shard(model, mp_policy=policy)
+
+
+def fsdp_units(model: nn.Module) -> list[nn.Module]:
+    """The modules sharded as FSDP units of their own before the model: its repeated blocks, but
+    none of an ARMT's. A unit gathers its weights at each call and reduce-scatters at each call's
+    backward, and ARMT calls its layers once per segment of each sequence: packed or padded rows
+    give ranks different numbers of segments, so per-layer units would issue different numbers
+    of collectives on different ranks, and the ranks would hang. As one unit it gathers once a step."""
+    return [] if isinstance(model, ARMT) else model.repeated_blocks()
 
 
 def initialise(model: nn.Module, scratch: nn.Module) -> None:

@@ -27,6 +27,7 @@ from layerzoo.training.parallel.distributed import setup
 from layerzoo.training.parallel.fsdp import build_sharded
 
 CPU = torch.device("cpu")
+PACKED = ["training.task.pack=true"]  # rows of several examples of random lengths
 # Odd vocabulary (uneven shards), untied head, every mixer with weights of its own: built, not run.
 MIXED = {"model": {"d_model": 32, "n_layers": 4, "vocab_size": 61, "tie_embeddings": False,
                    "mixers": {"swa": {"n_heads": 2, "window": 8}, "mlstm": {"n_heads": 2},
@@ -103,10 +104,12 @@ def hugging_face_armt(out: Path) -> float | None:
 
 
 def train_runs(out: Path, spec: Path, armt: Path) -> None:
-    """FSDP training (global batch 8: two ranks of two micro-batches of 2), a resume of the ARMT run
+    """FSDP training (global batch 8: two ranks of two micro-batches of 2), ARMT on packed rows too
+    (the ranks' rows hold different numbers of examples, so of segments), a resume of the ARMT run
     from its step-2 checkpoint in a copy of its folder, and a bf16 mixed-precision run."""
     fsdp = ["training.parallel=fsdp", "training.grad_accum=2"]
     train(spec, fsdp, run_dir=out / "causal", progress=False)
+    train(armt, fsdp + PACKED, run_dir=out / "armt-packed", progress=False)
     train(armt, fsdp + ["training.checkpoint_every=2"], run_dir=out / "armt", progress=False)
     if dist.get_rank() == 0:
         shutil.copytree(out / "armt", out / "armt-resumed")
