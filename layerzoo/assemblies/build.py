@@ -42,7 +42,12 @@ def build(spec: str | Path | dict | Spec | ModelConfig, overrides: list[str] = (
         ValueError: that checkpoint needs its own code (an `auto_map`), which layerzoo never runs.
     """
     spec = Spec(model=spec) if isinstance(spec, ModelConfig) else load_spec(spec, overrides)
-    base = None if spec.hf_checkpoint is None else load_hf_checkpoint(spec.hf_checkpoint).to(device=device or "cpu")
+    base = None
+    if spec.hf_checkpoint is not None and torch.device(device or "cpu").type == "meta":
+        with torch.device("meta"):  # the modules alone: from_pretrained refuses to load into meta
+            base = load_hf_checkpoint(spec.hf_checkpoint, weights=False)
+    elif spec.hf_checkpoint is not None:
+        base = load_hf_checkpoint(spec.hf_checkpoint).to(device=device or "cpu")
     with torch.device(device or "cpu"):  # ARMT's own modules too: on "meta" nothing is allocated or drawn
         if base is None:
             base = CausalLM(spec.model)
@@ -52,7 +57,9 @@ def build(spec: str | Path | dict | Spec | ModelConfig, overrides: list[str] = (
     return model.to(dtype=dtype) if dtype is not None else model
 
 
-def vocab_size(spec: Spec, model: nn.Module) -> int:
-    """The vocabulary a built model's tokens must fit: the spec's model's, or for ARMT around a
-    Hugging Face checkpoint (`base:`) the checkpoint's, known once it is loaded."""
-    return spec.model.vocab_size if spec.model is not None else model.config.vocab_size
+def vocab_size(spec: Spec, model: nn.Module | None = None) -> int:
+    """The vocabulary a model of `spec` (`model`, if built) takes tokens of: the spec's model's, or
+    for ARMT around a Hugging Face checkpoint (`base:`) the checkpoint's config's."""
+    if spec.model is not None:
+        return spec.model.vocab_size
+    return (model if model is not None else build(spec, device="meta")).config.vocab_size

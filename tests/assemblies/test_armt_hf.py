@@ -136,6 +136,21 @@ def test_a_spec_wraps_a_local_checkpoint(checkpoints, family):
         wrap(path, segment_size=60, num_mem_tokens=8, memory_layers=[0])
 
 
+@pytest.mark.parametrize("family", SOME)
+def test_a_spec_builds_on_the_meta_device_without_reading_weights(checkpoints, family):
+    """What FSDP and torchtitan shard before they fill: the same modules, nothing allocated."""
+    from layerzoo.assemblies.build import vocab_size
+
+    path, base = checkpoints(family)
+    overrides = [f"base.hf_checkpoint={path}", "armt.memory_layers=[-1]", "armt.segment_size=8",
+                 "armt.num_mem_tokens=2"]
+    meta, built = layerzoo.build("armt-hf-example", overrides, device="meta"), layerzoo.build("armt-hf-example", overrides)
+    assert all(tensor.is_meta for tensor in meta.state_dict().values())
+    assert ({name: (t.shape, t.dtype) for name, t in meta.state_dict().items()}
+            == {name: (t.shape, t.dtype) for name, t in built.state_dict().items()})
+    assert vocab_size(layerzoo.load_spec("armt-hf-example", overrides)) == base.config.vocab_size
+
+
 def test_a_checkpoint_that_ships_its_own_code_is_refused_without_running_it(tmp_path):
     folder = tmp_path / "custom"
     folder.mkdir()

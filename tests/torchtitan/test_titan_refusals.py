@@ -1,8 +1,8 @@
 """What layerzoo.hf.torchtitan refuses, in one line each: another torchtitan release, parallelism a
 layerzoo spec cannot take (tensor, pipeline, an SPMD backend needing annotations, torchtitan's
 context load balancing, compiled blocks under context parallelism), batch sizes other than the
-spec's, a segment curriculum without a segment size, an ARMT under context parallelism or around a
-Hugging Face checkpoint; and the batch split it derives instead
+spec's, a segment curriculum without a segment size, an ARMT under context parallelism; and the
+batch split it derives instead
 (layerzoo train's micro-batches)."""
 
 import types
@@ -89,13 +89,6 @@ def test_an_armt_under_torchtitans_context_parallelism_is_refused():
     config = types.SimpleNamespace(parallelism=parallelism, compile=CompileConfig())
     with pytest.raises(HFError, match="armt-tiny: an ARMT does not run context-parallel under torchtitan") as error:
         LayerzooTitanModel.Config(spec="armt-tiny").update_from_config(config=config)
-    one_line(error)
-
-
-def test_an_armt_around_a_hugging_face_checkpoint_is_refused(tmp_path):
-    with pytest.raises(HFError, match="around a Hugging Face checkpoint .* does not train under torchtitan") as error:
-        LayerzooTitanModel(LayerzooTitanModel.Config(spec="armt-hf-example",
-                                                     overrides=[f"base.hf_checkpoint={tmp_path}"]))
     one_line(error)
 
 

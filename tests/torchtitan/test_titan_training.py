@@ -3,7 +3,8 @@ spec, seed and data, with data parallelism, with gradient accumulation and with 
 parallelism over torchtitan's cp mesh (alone, and beside data parallelism on 4 processes); a resumed
 run continues them, also under another context size; its checkpoint becomes a
 Hugging Face folder whose logits are the checkpoint's weights' and whose tokenizer is the task's.
-An ARMT around the same model trains as layerzoo train trains it; its checkpoint is not exported."""
+An ARMT around the same model, and one around a Hugging Face checkpoint (a tiny Llama), train as
+layerzoo train trains them; an ARMT checkpoint is not exported."""
 
 import json
 import shutil
@@ -214,3 +215,33 @@ def test_an_armt_checkpoint_is_not_exported(runs, armt_runs, tmp_path, monkeypat
         export_checkpoint(checkpoint, str(armt_runs["spec"]), [], tmp_path / "hf")
     assert "\n" not in str(error.value)
     assert not (tmp_path / "hf").exists()
+
+
+@pytest.fixture(scope="module")
+def hf_armt_runs(tmp_path_factory):
+    """armt-hf-text around a tiny Llama folder (its tokenizer trained on a small corpus), the base
+    frozen: 2 steps of layerzoo train and of torchtitan (2 processes, FSDP2 over the Llama's layers)."""
+    from tests.helpers.conversion import write_text, write_tokenizer
+    from tests.helpers.hf_teachers import TeacherCase, save_teacher
+
+    root = tmp_path_factory.mktemp("titan-hf-armt")
+    corpus = write_text(root / "corpus", documents=4, words=100)
+    folder = write_tokenizer(corpus, save_teacher(TeacherCase("llama", tied=True), root / "llama", tokenizer_size=None))
+    overrides = (f"base.hf_checkpoint={folder}", f"training.task.tokenizer={folder}",
+                 f"training.task.files=['{corpus}/*.txt']", "training.task.holdout=0.25", "armt.segment_size=8",
+                 "armt.num_mem_tokens=2", "armt.d_mem=16", "armt.memory_layers=[-1]", "training.seq_len=16",
+                 "training.steps=2", "training.batch_size=2", "training.log_every=1",
+                 "training.eval={every: 100, samples: 2, lengths: [16], documents: 1, batch_size: 2}")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAYERZOO_CACHE", str(root / "cache"))
+        flags = [flag for override in overrides for flag in ("--set", override)]
+        assert main(["train", "armt-hf-text", "--out", str(root / "layerzoo"), *flags, "--no-progress"]) == 0
+        log = titan_train("armt-hf-text", root / "titan", overrides=overrides)
+    metrics = [json.loads(line) for line in (root / "layerzoo" / "metrics.jsonl").read_text().splitlines()]
+    return {"log": log, "layerzoo": {row["step"]: row["loss"] for row in metrics if "loss" in row}}
+
+
+def test_an_armt_around_a_hugging_face_checkpoint_trains_as_layerzoo_trains(hf_armt_runs):
+    titan = logged_losses(hf_armt_runs["log"])
+    assert sorted(titan) == [1, 2]
+    assert_losses_equal(titan, hf_armt_runs["layerzoo"])

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 from ...options import make_section
@@ -63,7 +64,7 @@ def wrap(model: nn.Module | str | Path, config: ARMTConfig | None = None, *, tra
     return armt
 
 
-def load_hf_checkpoint(path: str | Path) -> nn.Module:
+def load_hf_checkpoint(path: str | Path, weights: bool = True) -> nn.Module:
     """A transformers causal LM from a local save_pretrained directory or GGUF file (never the
     hub). A folder whose model needs its own Python code (an `auto_map` in config.json) is
     refused: layerzoo never runs code that came with a checkpoint.
@@ -71,9 +72,12 @@ def load_hf_checkpoint(path: str | Path) -> nn.Module:
     Args:
         path: the directory save_pretrained wrote, or a .gguf file (read as the fp32 folder it
             dequantizes into, layerzoo.hf.gguf).
+        weights: False: the model built from its config alone, in its config's dtype, no weight
+            read (under a meta device context nothing is allocated).
 
     Returns:
-        The model, from AutoModelForCausalLM.from_pretrained (local files only, no remote code).
+        The model, from AutoModelForCausalLM.from_pretrained (local files only, no remote code),
+            or from_config without weights.
 
     Raises:
         FileNotFoundError: the directory has no config.json.
@@ -99,4 +103,9 @@ def load_hf_checkpoint(path: str | Path) -> nn.Module:
     if needs_code:
         raise ValueError(f"{path}: the checkpoint needs its own code (config.json has an auto_map); "
                          "layerzoo loads only models transformers ships (trust_remote_code=False)")
+    if not weights:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)
+        return AutoModelForCausalLM.from_config(config, dtype=config.dtype or torch.float32)
     return AutoModelForCausalLM.from_pretrained(str(path), local_files_only=True, trust_remote_code=False)

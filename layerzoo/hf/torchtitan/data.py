@@ -18,6 +18,7 @@ import torch
 from torchtitan.components.dataloader import BaseDataLoader
 from torchtitan.components.tokenizer import BaseTokenizer
 
+from ...assemblies.build import vocab_size
 from ...specs import Spec, load_spec
 from ...tasks import Task, make_task
 from ...training.loop.trainer import make_curriculum
@@ -28,7 +29,7 @@ from ..errors import HFError
 def spec_task(spec: Spec) -> Task:
     """The spec's `training.task`, prepared (a corpus tokenized once, cached)."""
     config = spec.training.task
-    task = make_task(config.name, config.options, spec.model.vocab_size)
+    task = make_task(config.name, config.options, vocab_size(spec))
     task.prepare(progress=False)
     return task
 
@@ -88,7 +89,7 @@ class TaskTokenizer(BaseTokenizer):
         super().__init__()
         spec = load_spec(config.spec, config.overrides)
         self.tokenizer = getattr(spec_task(spec), "tokenizer_model", None)
-        self.vocab_size = spec.model.vocab_size if self.tokenizer is None else self.tokenizer.vocab_size
+        self.vocab_size = vocab_size(spec) if self.tokenizer is None else self.tokenizer.vocab_size
         self.eos_id = None if self.tokenizer is None else self.tokenizer.eos_id
 
     def encode(self, text: str, *args, **kwargs) -> list[int]:

@@ -26,8 +26,8 @@ CHECKPOINT_WRAPPER = "_checkpoint_wrapped_module."
 
 
 class LayerzooTitanModel(BaseModel):
-    """The CausalLM a spec describes, or the ARMT around its `model:` stack, as `self.lm`: (B, T)
-    token ids -> (B, T, vocab_size) logits."""
+    """The CausalLM a spec describes, or its ARMT (around its `model:` stack or its `base:` Hugging
+    Face checkpoint), as `self.lm`: (B, T) token ids -> (B, T, vocab_size) logits."""
 
     @dataclass(kw_only=True, slots=True)
     class Config(BaseModel.Config):
@@ -60,9 +60,6 @@ class LayerzooTitanModel(BaseModel):
         super().__init__()
         self.config = config
         spec = load_spec(config.spec, config.overrides)
-        if spec.hf_checkpoint is not None:
-            raise HFError(f"{config.spec}: an ARMT around a Hugging Face checkpoint (base:) does not train under "
-                          "torchtitan yet; train it with layerzoo train")
         self.seed = spec.training.seed if spec.training is not None else 0
         self.lm: CausalLM | ARMT = build(spec, device="meta")
         window = None if spec.training is None else spec.training.window.long
