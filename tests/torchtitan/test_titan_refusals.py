@@ -1,8 +1,7 @@
 """What layerzoo.hf.torchtitan refuses, in one line each: another torchtitan release, parallelism a
 layerzoo spec cannot take (tensor, pipeline, an SPMD backend needing annotations, torchtitan's
 context load balancing, compiled blocks under context parallelism), batch sizes other than the
-spec's, a segment curriculum without a segment size, an ARMT under context parallelism; and the
-batch split it derives instead
+spec's, a segment curriculum without a segment size; and the batch split it derives instead
 (layerzoo train's micro-batches)."""
 
 import types
@@ -79,17 +78,6 @@ def test_what_layerzoos_context_parallelism_cannot_take_is_refused(layout, compi
     config.parallelism, config.compile = trainer_config("swax-gdn-tiny").parallelism, CompileConfig()
     config.parallelism.context_parallel_degree = 2
     LayerzooTitanModel.Config(spec="swax-gdn-tiny").update_from_config(config=config)
-
-
-def test_an_armt_under_torchtitans_context_parallelism_is_refused():
-    """torchtitan shards every model over its cp ranks with FSDP2, under which ARMT's ranks (taking
-    turns at their segments) would wait on each other's collectives."""
-    parallelism = ParallelismConfig(context_parallel_degree=2, spmd_backend="partial_dtensor",
-                                    context_parallel_load_balancer=None)
-    config = types.SimpleNamespace(parallelism=parallelism, compile=CompileConfig())
-    with pytest.raises(HFError, match="armt-tiny: an ARMT does not run context-parallel under torchtitan") as error:
-        LayerzooTitanModel.Config(spec="armt-tiny").update_from_config(config=config)
-    one_line(error)
 
 
 @pytest.mark.parametrize("world, degrees, grad_accum, micro", [

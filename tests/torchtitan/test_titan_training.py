@@ -3,8 +3,9 @@ spec, seed and data, with data parallelism, with gradient accumulation and with 
 parallelism over torchtitan's cp mesh (alone, and beside data parallelism on 4 processes); a resumed
 run continues them, also under another context size; its checkpoint becomes a
 Hugging Face folder whose logits are the checkpoint's weights' and whose tokenizer is the task's.
-An ARMT around the same model, and one around a Hugging Face checkpoint (a tiny Llama), train as
-layerzoo train trains them; an ARMT checkpoint is not exported."""
+An ARMT around the same model (also under context parallelism, a segment per rank), and one around
+a Hugging Face checkpoint (a tiny Llama), train as layerzoo train trains them; an ARMT checkpoint is
+not exported."""
 
 import json
 import shutil
@@ -215,6 +216,22 @@ def test_an_armt_checkpoint_is_not_exported(runs, armt_runs, tmp_path, monkeypat
         export_checkpoint(checkpoint, str(armt_runs["spec"]), [], tmp_path / "hf")
     assert "\n" not in str(error.value)
     assert not (tmp_path / "hf").exists()
+
+
+def test_an_armt_under_context_parallelism_trains_as_layerzoo_trains(runs, tmp_path):
+    """Two 16-token segments a row, one per cp rank (FSDP2 over both): rank 0's segment reads no
+    memory, rank 1's reads the memory rank 0 handed on."""
+    spec = write_spec(tmp_path, ARMT, name="armt.yaml")
+    overrides = ("training.steps=2",)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LAYERZOO_CACHE", str(runs["cache"]))
+        flags = [flag for override in overrides for flag in ("--set", override)]
+        assert main(["train", str(spec), "--out", str(tmp_path / "layerzoo"), *flags, "--no-progress"]) == 0
+        log = titan_train(spec, tmp_path / "titan", "--parallelism.context_parallel_degree", "2", overrides=overrides)
+    metrics = [json.loads(line) for line in (tmp_path / "layerzoo" / "metrics.jsonl").read_text().splitlines()]
+    titan = logged_losses(log)
+    assert sorted(titan) == [1, 2]
+    assert_losses_equal(titan, {row["step"]: row["loss"] for row in metrics if "loss" in row})
 
 
 @pytest.fixture(scope="module")

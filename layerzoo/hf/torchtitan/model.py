@@ -47,10 +47,6 @@ class LayerzooTitanModel(BaseModel):
                     raise HFError(f"{what} parallelism ({degree}) is not supported for layerzoo specs under "
                                   "torchtitan: their mixers declare no sharding plan; use data parallelism (FSDP)")
             if parallelism.context_parallel_degree > 1:
-                if load_spec(self.spec, self.overrides).armt is not None:
-                    raise HFError(f"{self.spec}: an ARMT does not run context-parallel under torchtitan, which shards "
-                                  "every model over its cp ranks with FSDP2 while ARMT's ranks take turns at their "
-                                  "segments; use layerzoo train --set training.context=K (DDP)")
                 check_context_layout(parallelism, config.compile)
 
         def get_nparams_and_flops(self, model: LayerzooTitanModel, seq_len: int) -> tuple[int, int]:

@@ -13,7 +13,7 @@ Context parallelism: under `parallelism.context_parallel_degree` K, layerzoo's (
 context) replaces torchtitan's, which covers only its own attention and cuts "headtail" pieces that
 state passing cannot continue. The K ranks of a cp group load the same examples (torchtitan's
 data-parallel rank leaves cp out), and each runs its contiguous piece of every row, every mixer
-exchanging what crosses the pieces. torchtitan's loss is the piece's summed cross-entropy divided by
+exchanging what crosses the pieces (an ARMT's pieces hold whole segments, its memory passed on). torchtitan's loss is the piece's summed cross-entropy divided by
 the global batch's scored tokens (counted on whole rows, summed over data-parallel ranks only), and
 FSDP2 sums the gradients over data x context (torchtitan folds cp into its FSDP mesh): each rank
 holds its share of one process's gradient on the global batch, and their sum is that gradient.
@@ -37,6 +37,7 @@ from ...tasks import Batch
 from ...training.loop.schedules import WindowSchedule
 from ...training.objectives.language_model import examples_per_rank
 from ...training.parallel.context import ContextGroup, context_parallel
+from ...training.parallel.context.armt import armt_of
 from ...training.parallel.context.batches import piece_of
 from ..errors import HFError
 
@@ -59,6 +60,8 @@ class LayerzooTrainer(Trainer):
         self.context_group = context_group(dims.get_mesh("cp")) if dims.cp_enabled else None
         if self.context_group is not None:
             logger.info(f"layerzoo's context parallelism: {dims.cp} ranks, a contiguous piece of every row each")
+        armt = armt_of(self.model_parts[0])
+        self.segment_size = None if armt is None else armt.segment_size  # an ARMT's pieces hold whole segments
         model = config.model_spec.model
         training = load_spec(model.spec, model.overrides).training
         self.windows = None
@@ -79,7 +82,7 @@ class LayerzooTrainer(Trainer):
             return super().forward_backward_step(input_dict=input_dict, labels=labels,
                                                  global_valid_tokens=global_valid_tokens)
         batch = Batch(input_dict["input"], labels, input_dict.get("cu_seqlens"))
-        piece, pieces = piece_of(batch, self.context_group)
+        piece, pieces = piece_of(batch, self.context_group, self.segment_size)
         self.ntokens_seen += piece.targets.numel()  # as torchtitan counts under its cp: this rank's tokens
         kwargs = {} if piece.cu_seqlens is None else {"cu_seqlens": piece.cu_seqlens}
         # the backward inside too: activation checkpointing recomputes the blocks on their pieces

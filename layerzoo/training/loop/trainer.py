@@ -81,7 +81,7 @@ def train_in(run_dir: Path, spec: Spec, resume: bool, overwrite: bool, progress:
     distributed.barrier(context)
     # an ARMT that cannot run context-parallel, a context or a batch that does not split: all fail before anything is built
     if config.context > 1 and spec.armt is not None:
-        check_trainable(config.parallel == "fsdp", spec.armt.truncate_segments)
+        check_trainable(spec.armt.truncate_segments)
     check_context_size(config.context, context.world_size)
     examples_per_rank(config, context.world_size // config.context)
     torch.manual_seed(config.seed)  # identical initial weights on every rank

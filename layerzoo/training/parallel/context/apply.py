@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import torch
 from torch import nn
+from torch.distributed.fsdp import FSDPModule
 
 from ....mixers.base import Mixer
 from . import attention, linear, mlstm, states  # noqa: F401  (they register the shipped mixers' exchanges)
@@ -57,14 +58,15 @@ def context_parallel(model: nn.Module, pieces: Pieces) -> Iterator[None]:
             its segment_size).
 
     Raises:
-        ContextError: an ARMT whose pieces do not hold whole segments, that is sharded with
-            FSDP2, or that truncates its segments.
+        ContextError: an ARMT whose pieces do not hold whole segments, or that truncates its segments.
     """
     armt = armt_of(model)
     if armt is not None:
         check_aligned(armt, pieces)
+        sharded = any(isinstance(module, FSDPModule) for module in model.modules())
         # nothing inside a segment crosses a cut: the ARMT's own mixers run as they are
-        forwards = {armt: functools.partial(armt_piece_forward, armt, type(armt).forward.__get__(armt), pieces)}
+        forwards = {armt: functools.partial(armt_piece_forward, armt, type(armt).forward.__get__(armt), pieces,
+                                            sharded)}
     else:
         forwards = {mixer: functools.partial(_piece_forward, mixer, type(mixer).forward.__get__(mixer), pieces)
                     for mixer in model.modules() if isinstance(mixer, Mixer)}

@@ -16,11 +16,11 @@ from transformers import LlamaForCausalLM
 
 import layerzoo
 from layerzoo.assemblies.armt import wrap
-from layerzoo.training.parallel.context import ContextGroup, Pieces, context_parallel
+from layerzoo.training.parallel.context import ContextGroup, Pieces
 from layerzoo.training.parallel.fsdp import mixed_precision_policy, shard
 from tests.helpers.gloo_worker import finish
 from tests.helpers.hf_teachers import TeacherCase
-from tests.training.parallel.context.worker import ROWS, VOCAB, refusals, run, run_split, worst_over_ranks
+from tests.training.parallel.context.worker import ROWS, VOCAB, refusals, run, run_sharded, run_split, worst_over_ranks
 
 SEGMENT = 8
 # 29 tokens: three whole segments and a partial one of 5; two sequences of 5 and 24 tokens packed,
@@ -50,8 +50,9 @@ def drawn(armt: torch.nn.Module) -> torch.nn.Module:
     return armt
 
 
-def difference(make, dtype, length: int, packed: bool, group: ContextGroup) -> float:
-    """Largest difference of logits, loss or any gradient between the split run and one process."""
+def difference(make, dtype, length: int, packed: bool, group: ContextGroup, fsdp: bool = False) -> float:
+    """Largest difference of logits, loss or any gradient between the split run and one process;
+    with fsdp, the split run's model sharded with FSDP2 over the same processes (one unit)."""
     torch.manual_seed(0)
     model = drawn(make(dtype))
     rows = 1 if packed else ROWS
@@ -60,20 +61,17 @@ def difference(make, dtype, length: int, packed: bool, group: ContextGroup) -> f
     cu_seqlens = PACKED if packed else None
     pieces = Pieces.split(group, length, cu_seqlens, SEGMENT)
     logits, loss, grads = run(model, ids, targets, cu_seqlens)
-    split_logits, split_loss, split_grads = run_split(model, ids, targets, pieces)
+    if fsdp:
+        split_logits, split_loss, split_grads = run_sharded(shard(copy.deepcopy(model), mixed_precision_policy(None)),
+                                                            ids, targets, pieces)
+    else:
+        split_logits, split_loss, split_grads = run_split(model, ids, targets, pieces)
     return worst_over_ranks(pieces, (logits, loss, grads), (split_logits, split_loss, split_grads))
 
 
-def entered(model, pieces: Pieces) -> None:
-    with context_parallel(model, pieces):
-        pass
-
-
 def bad_inputs(group: ContextGroup) -> dict:
-    """The one-line messages of too few segments for the ranks and of an ARMT sharded with FSDP2."""
-    sharded = shard(copy.deepcopy(tiny(torch.float64)), mixed_precision_policy(None))
-    return refusals({"too_few_segments": lambda: Pieces.split(group, SEGMENT * (group.size - 1), segment_size=SEGMENT),
-                     "fsdp": lambda: entered(sharded, Pieces.split(group, 32, segment_size=SEGMENT))})
+    """The one-line message of too few segments for the ranks."""
+    return refusals({"too_few_segments": lambda: Pieces.split(group, SEGMENT * (group.size - 1), segment_size=SEGMENT)})
 
 def main(out: Path) -> None:
     faulthandler.enable()
@@ -86,6 +84,9 @@ def main(out: Path) -> None:
     cases["armt-tiny/packed/fp64"] = difference(tiny, torch.float64, int(PACKED[-1]), True, group)
     cases["armt-hf/rows 29/fp64"] = difference(hf, torch.float64, 29, False, group)
     cases["armt-tiny/rows 29/fp32"] = difference(tiny, torch.float32, 29, False, group)
+    # rank 0's first segment reads no memory: every weight still reduce-scatters on every rank
+    cases["armt-tiny/rows 29/fsdp/fp64"] = difference(tiny, torch.float64, 29, False, group, fsdp=True)
+    cases["armt-tiny/packed/fsdp/fp64"] = difference(tiny, torch.float64, int(PACKED[-1]), True, group, fsdp=True)
     finish({"cases": cases, "bad_inputs": bad_inputs(group)}, out)
 
 

@@ -1,6 +1,7 @@
 """`training.context: K` in `layerzoo train`: two gloo processes sharing each packed example, a
 piece each, sharded with FSDP2, give one process's losses, and so does full attention balanced over
-two ranks; a checkpoint resumes across a change of context size either way; ARMT, each rank holding whole segments, trains under DDP as one process;
+two ranks; a checkpoint resumes across a change of context size either way; ARMT, each rank holding whole
+segments, trains under DDP and under FSDP2 as one process;
 bad input is refused in one line."""
 
 import json
@@ -94,21 +95,15 @@ def test_a_context_larger_than_the_world_is_refused_in_one_line(tmp_path):
 ARMT = TINY.replace("steps: 6", "steps: 3") + "armt: {segment_size: 16, num_mem_tokens: 2, d_mem: 16, memory_layers: [0, 1]}\n"
 
 
-def test_armt_with_two_ranks_sharing_each_example_under_ddp_matches_one_process(tmp_path):
-    """Rank 0 holds the first segment (it reads no memory, so DDP finds the weights it leaves
-    unused), rank 1 the second, from the memory rank 0 handed on."""
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_armt_with_two_ranks_sharing_each_example_matches_one_process(tmp_path, parallel):
+    """Rank 0 holds the first segment (it reads no memory: DDP finds the weights it leaves
+    unused, and under FSDP2 they get zero gradients, so both ranks reduce-scatter every weight),
+    rank 1 the second, from the memory rank 0 handed on."""
     (tmp_path / "spec.yaml").write_text(ARMT)
     run([sys.executable, *TRAIN, "--out", "one"], tmp_path)
-    run([*TWO_RANKS, *TRAIN, "--set", "training.context=2", "--out", "two"], tmp_path)
+    run([*TWO_RANKS, *TRAIN, "--set", "training.context=2", "--set", f"training.parallel={parallel}", "--out", "two"],
+        tmp_path)
     one, two = losses(tmp_path / "one"), losses(tmp_path / "two")
     assert len(one) == len(two) == 6
     assert one == pytest.approx(two, rel=1e-5, abs=1e-6)
-
-
-def test_armt_sharing_examples_under_fsdp_is_refused_in_one_line(tmp_path):
-    (tmp_path / "spec.yaml").write_text(ARMT)
-    with pytest.raises(ContextError, match="under FSDP2") as error:
-        train(tmp_path / "spec.yaml", ["training.context=2", "training.parallel=fsdp"], run_dir=tmp_path / "run",
-              progress=False)
-    assert "\n" not in str(error.value)
-    assert not (tmp_path / "run" / "spec.yaml").exists()  # refused before the run folder is written
