@@ -27,6 +27,14 @@ def test_the_summary_says_after_each_stage_how_far_the_check_got(tmp_path):
     assert written["mode"] == "gpu" and not written["passed"]
 
 
+def test_a_skipped_stage_leaves_the_check_passed(tmp_path):
+    summary = tmp_path / "summary.json"
+    record(summary, "environment", 0, 1, "environment.json", "gpu")
+    record(summary, "torchtitan", 77, 2, "torchtitan.log", "gpu")
+    written = json.loads(summary.read_text())
+    assert written["stages"][-1]["outcome"] == "skipped" and written["passed"]
+
+
 def test_the_check_needs_an_output_folder():
     done = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, env=ENVIRONMENT)
     assert done.returncode == 2 and "--out DIR is required" in done.stderr

@@ -79,16 +79,15 @@ def _after_import(name: str, patch) -> None:
 
 
 def _gloo_timeouts(utils) -> None:
-    """4. set_pg_timeouts calls barrier(device_ids=...), which gloo refuses, and
-    5. torch.distributed.set_timeout, which torch 2.13 lacks (its _set_pg_timeout does that)."""
+    """4. set_pg_timeouts calls barrier(device_ids=...), which gloo refuses: a plain barrier, then
+    torchtitan's own timeouts (torch.distributed.set_timeout, which layerzoo fills in on torch 2.13)."""
     import torch.distributed as dist
-    from torch.distributed.distributed_c10d import _set_pg_timeout
 
     def set_pg_timeouts(timeout, parallel_dims):
         dist.barrier()
         groups = [mesh.get_group() for mesh in parallel_dims.get_all_one_dimensional_meshes().values()] + [None]
         for group in groups:
-            _set_pg_timeout(timeout, group)
+            dist.set_timeout(timeout, group)
 
     utils.set_pg_timeouts = set_pg_timeouts
 
@@ -97,7 +96,7 @@ _after_import("torchtitan.distributed.utils", _gloo_timeouts)
 
 
 def _gloo_sum_reduction(fsdp) -> None:
-    """6. With FSDP's gradient division off, its reduce-scatter uses PREMUL_SUM, which gloo lacks: force SUM."""
+    """5. With FSDP's gradient division off, its reduce-scatter uses PREMUL_SUM, which gloo lacks: force SUM."""
     disable = fsdp.disable_fsdp_gradient_division
 
     def disable_and_sum(model):
