@@ -8,7 +8,8 @@ Each cell is a fresh torchrun launch of K processes, one thread each (runner/con
 one sequence (batch 1), cross-entropy, backward, no optimizer step. Peak memory: the largest rise
 of a rank's peak resident set over one step, after a short warm-up step (the gradients and one-off
 costs are paid there), so what is left grows with the sequence: activations, and each mixer's
-exchange. tokens/s: the whole sequence over the best step of the group's slowest rank.
+exchange. tokens/s: the whole sequence over the best step of the group's slowest rank. The models
+take turns at each length and K, so full attention with and without balancing run side by side.
 """
 
 from __future__ import annotations
@@ -57,9 +58,9 @@ def cell(name: str, length: int, k: int, reps: int) -> dict:
 
 def run(args: argparse.Namespace) -> dict:
     rows = []
-    for spec in args.models:
-        for length in args.seq_lens:
-            for k in args.ks:
+    for length in args.seq_lens:
+        for k in args.ks:
+            for spec in args.models:
                 measured = cell(spec, length, k, args.reps)
                 rows.append({"cell": {"model": spec, "seq_len": length, "k": k}, **measured})
     return {"rows": rows, "cpus": os.cpu_count()}
@@ -80,9 +81,28 @@ def render(data: dict) -> str:
                 cells.append(ratio(peaks[ks.index(1)], peaks[-1]))
             table.append(cells)
     caption = (f"d_model 128, 4 layers (windows and chunks 64), fp32, batch 1, forward + backward; K gloo processes of "
-               f"one thread each on a {data['cpus']}-core machine (K=4 oversubscribes it; the cores were shared with "
-               f"other work, so tok/s are noisy: peak memory per rank is the measure); best of {config['reps']} steps")
-    return f"{caption}\n\n{markdown_table(head, table)}"
+               f"one thread each on a {data['cpus']}-core machine (K above {data['cpus']} oversubscribes it: no "
+               f"speed-up to expect there; peak memory per rank is the measure); best of {config['reps']} steps")
+    return f"{caption}\n\n{markdown_table(head, table)}{balancing(data)}"
+
+
+def balancing(data: dict) -> str:
+    """Full attention balanced against its contiguous pieces, per length and K > 1: the ratios of
+    tokens/s and of peak memory per rank ("" unless the run measured both)."""
+    config, rows = data["config"], data["rows"]
+    if not {"transformer-tiny", "transformer-balanced"} <= set(config["models"]):
+        return ""
+    ks = [k for k in config["ks"] if k > 1]
+    head = ["tokens", *(f"K={k} tok/s" for k in ks), *(f"K={k} MiB/rank" for k in ks)]
+    table = []
+    for length in config["seq_lens"]:
+        seconds = [(value(rows, "seconds", model="transformer-tiny", seq_len=length, k=k),
+                    value(rows, "seconds", model="transformer-balanced", seq_len=length, k=k)) for k in ks]
+        peaks = [(value(rows, "peak_bytes", model="transformer-balanced", seq_len=length, k=k),
+                  value(rows, "peak_bytes", model="transformer-tiny", seq_len=length, k=k)) for k in ks]
+        table.append([str(length), *(ratio(*pair, 2) for pair in seconds), *(ratio(*pair, 2) for pair in peaks)])
+    return ("\n\nFull attention balanced over the ranks against contiguous pieces, same run (above 1x: balanced "
+            f"is faster, or holds more):\n\n{markdown_table(head, table)}")
 
 
 BENCHMARK = Benchmark(

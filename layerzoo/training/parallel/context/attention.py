@@ -39,7 +39,8 @@ def _local_keys(mixer: CausalAttention, x: torch.Tensor, pieces: Pieces, keep: i
 @register_exchange(CausalAttention)
 def gather_keys(mixer: CausalAttention, forward, x: torch.Tensor, pieces: Pieces, link: torch.Tensor):
     lengths = [pieces.stop(r) - pieces.start(r) for r in range(pieces.group.size)]
-    if pieces.group.balance_attention and mixer.window is None and not pieces.packed and min(lengths) >= 2:
+    if (pieces.group.balance_attention and pieces.group.size > 1 and mixer.window is None and not pieces.packed
+            and min(lengths) >= 2):
         return balanced(mixer, x, pieces, link)
     rank = pieces.group.rank
     longest = max(lengths)
