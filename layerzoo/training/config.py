@@ -145,7 +145,7 @@ class TrainingConfig(Section):
     mixed_precision: Literal["bf16"] | None = None  # FSDP2's: bf16 copies of the sharded fp32 weights compute
     context: int = option(1, min=1)  # context parallelism: K consecutive ranks share each sequence, a piece each
     # full attention's work even over those ranks (rows only): more gathered, no rank waiting on the last
-    balance_attention: bool = False
+    balance_attention: bool = True
 
     def validate(self) -> None:
         if self.batch_size % self.grad_accum:

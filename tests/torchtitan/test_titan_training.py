@@ -92,7 +92,7 @@ def test_losses_equal_layerzoo_trains(runs):
 
 @pytest.mark.parametrize("variant, logged", [
     ("accumulated", ["local batch size 1, global batch size 4, gradient accumulation steps 2"]),
-    ("context", ["layerzoo's context parallelism: 2 ranks",
+    ("context", ["layerzoo's context parallelism: 2 ranks", "(training.balance_attention: True)",
                  "local batch size 4, global batch size 4, gradient accumulation steps 1"]),
 ])
 def test_losses_with_accumulation_or_context_parallelism_equal_layerzoo_trains(runs, variants, variant, logged):

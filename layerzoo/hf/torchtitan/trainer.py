@@ -57,13 +57,15 @@ class LayerzooTrainer(Trainer):
         split_batch(config, int(os.environ.get("WORLD_SIZE", "1")))
         super().__init__(config)
         dims = self.parallel_dims
-        self.context_group = context_group(dims.get_mesh("cp")) if dims.cp_enabled else None
-        if self.context_group is not None:
-            logger.info(f"layerzoo's context parallelism: {dims.cp} ranks, a contiguous piece of every row each")
-        armt = armt_of(self.model_parts[0])
-        self.segment_size = None if armt is None else armt.segment_size  # an ARMT's pieces hold whole segments
         model = config.model_spec.model
         training = load_spec(model.spec, model.overrides).training
+        self.context_group = None
+        if dims.cp_enabled:
+            self.context_group = context_group(dims.get_mesh("cp"), training.balance_attention)
+            logger.info(f"layerzoo's context parallelism: {dims.cp} ranks, a contiguous piece of every row each "
+                        f"(training.balance_attention: {training.balance_attention})")
+        armt = armt_of(self.model_parts[0])
+        self.segment_size = None if armt is None else armt.segment_size  # an ARMT's pieces hold whole segments
         self.windows = None
         if training.window.schedule != "fixed":
             self.windows = WindowSchedule(training.window, training.steps, training.seed)
@@ -90,10 +92,12 @@ class LayerzooTrainer(Trainer):
             return self.fwd_bwd_fn(piece.input_ids, piece.targets, global_valid_tokens, kwargs)
 
 
-def context_group(mesh: DeviceMesh) -> ContextGroup:
-    """The ContextGroup of torchtitan's 1-D cp mesh: its process group, ranks in the group's order."""
+def context_group(mesh: DeviceMesh, balance_attention: bool) -> ContextGroup:
+    """The ContextGroup of torchtitan's 1-D cp mesh: its process group, ranks in the group's order;
+    balance_attention: the spec's training.balance_attention."""
     group = mesh.get_group()
-    return ContextGroup(group, dist.get_rank(group), mesh.size(), tuple(dist.get_process_group_ranks(group)))
+    return ContextGroup(group, dist.get_rank(group), mesh.size(), tuple(dist.get_process_group_ranks(group)),
+                        balance_attention)
 
 
 def split_batch(config: Trainer.Config, world_size: int) -> None:

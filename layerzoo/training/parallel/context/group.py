@@ -21,17 +21,18 @@ class ContextGroup:
         global_ranks: the world ranks of the group's members, in group order.
         balance_attention: full attention over rows (not packed) splits its queries so that every
             rank does the same work (attention.py); it gathers the queries and the heads'
-            outputs too, so each rank holds more.
+            outputs too. On by default: with a core per rank it is faster from 2048 tokens and
+            holds less at 4096 (docs/parallel.md's benchmark); False keeps contiguous pieces.
     """
 
     process_group: Any
     rank: int
     size: int
     global_ranks: tuple[int, ...]
-    balance_attention: bool = False
+    balance_attention: bool = True
 
     @classmethod
-    def from_world(cls, context_size: int, balance_attention: bool = False) -> ContextGroup:
+    def from_world(cls, context_size: int, balance_attention: bool = True) -> ContextGroup:
         """Split the initialised world into groups of `context_size` consecutive ranks (context
         inner, data outer: world ranks g*K..g*K+K-1 share sequences) and return this process's.
         Every process must call it, as it creates every group.

@@ -1,6 +1,6 @@
 """`training.context: K` in `layerzoo train`: two gloo processes sharing each packed example, a
-piece each, sharded with FSDP2, give one process's losses, and so does full attention balanced over
-two ranks; a checkpoint resumes across a change of context size either way; ARMT, each rank holding whole
+piece each, sharded with FSDP2, give one process's losses, and so does full attention over two
+ranks, balanced or in contiguous pieces; a checkpoint resumes across a change of context size either way; ARMT, each rank holding whole
 segments, trains under DDP and under FSDP2 as one process;
 bad input is refused in one line."""
 
@@ -72,11 +72,13 @@ def test_a_checkpoint_resumes_across_a_change_of_context_size(runs, tmp_path, fi
         1: True, 2: True, 3: False, 4: False}
 
 
-def test_full_attention_balanced_over_two_ranks_trains_as_one_process(tmp_path):
-    """The tiny spec as it is (SWA and full attention, rows of one sequence each) under DDP."""
+@pytest.mark.parametrize("balance", ["true", "false"], ids=["balanced", "contiguous"])
+def test_full_attention_over_two_ranks_trains_as_one_process(tmp_path, balance):
+    """The tiny spec as it is (SWA and full attention, rows of one sequence each) under DDP, its
+    attention balanced over the ranks (the default) or not."""
     (tmp_path / "spec.yaml").write_text(TINY.replace("steps: 6", "steps: 2"))
     run([sys.executable, *TRAIN, "--out", "one"], tmp_path)
-    run([*TWO_RANKS, *TRAIN, "--set", "training.context=2", "--set", "training.balance_attention=true",
+    run([*TWO_RANKS, *TRAIN, "--set", "training.context=2", "--set", f"training.balance_attention={balance}",
          "--out", "two"], tmp_path)
     one, two = losses(tmp_path / "one"), losses(tmp_path / "two")
     assert len(one) == len(two) == 4

@@ -144,7 +144,7 @@ def main(out: Path) -> None:
     faulthandler.enable()
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
-    group = ContextGroup.from_world(dist.get_world_size())
+    group = ContextGroup.from_world(dist.get_world_size(), balance_attention=False)  # contiguous pieces
     cases = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
