@@ -181,11 +181,13 @@ class CausalAttention(Mixer):
             q, k = self.q_norm(q), self.k_norm(k)
         return *self.rotary.rotate_all((q, k), positions), v
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor | None = None,
+               cu_seqlens_k: torch.Tensor | None = None) -> torch.Tensor:
         """The heads' outputs (B, Tq, n_heads, head_dim) of queries q (B, Tq, n_heads, head_dim)
-        that are the last Tq of the keys' positions, over k, v (B, Tk, n_kv_heads, head_dim)."""
+        that are the last Tq of the keys' positions, over k, v (B, Tk, n_kv_heads, head_dim); with
+        cu_seqlens and cu_seqlens_k (B = 1), each packed sequence's queries the last of its keys."""
         return sliding_window_attention(q, k, v, self.window, scale=self.score_scale, backend=self.backend,
-                                        sinks=self.sink_logits)
+                                        cu_seqlens=cu_seqlens, cu_seqlens_k=cu_seqlens_k, sinks=self.sink_logits)
 
     def _mix_rows(self, x: torch.Tensor, state: KVCache | None):
         """Rows of equal length over histories of equal length: the common, rectangular case."""

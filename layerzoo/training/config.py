@@ -144,7 +144,7 @@ class TrainingConfig(Section):
     parallel: Literal["ddp", "fsdp"] = "ddp"
     mixed_precision: Literal["bf16"] | None = None  # FSDP2's: bf16 copies of the sharded fp32 weights compute
     context: int = option(1, min=1)  # context parallelism: K consecutive ranks share each sequence, a piece each
-    # full attention's work even over those ranks (rows only): more gathered, no rank waiting on the last
+    # full attention's work even over those ranks where contiguous pieces leave it uneven: more gathered
     balance_attention: bool = True
 
     def validate(self) -> None:

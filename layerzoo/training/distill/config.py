@@ -124,8 +124,8 @@ class DistillConfig(Section):
     keep_checkpoints: int | None = option(2, min=1, help="the newest K checkpoints of a stage kept (null: all)")
     context: int = option(1, min=1, help="context parallelism under torchrun: K consecutive ranks share each sequence, "
                           "a piece each (K divides the number of processes)")
-    balance_attention: bool = option(True, help="with context: full attention's work even over the ranks (rows only; "
-                                                 "gathers the queries and outputs too)")
+    balance_attention: bool = option(True, help="with context: full attention's work even over the ranks where "
+                                                "contiguous pieces leave it uneven (gathers the queries and outputs too)")
 
     def validate(self) -> None:
         if self.align is None and self.end_to_end is None:

@@ -19,9 +19,9 @@ class ContextGroup:
         rank: this process's place in the group, 0..size-1 (which piece it holds).
         size: K, the processes in the group.
         global_ranks: the world ranks of the group's members, in group order.
-        balance_attention: full attention over rows (not packed) splits its queries so that every
-            rank does the same work (attention.py); it gathers the queries and the heads'
-            outputs too. On by default: with a core per rank it is faster from 2048 tokens and
+        balance_attention: full attention splits its queries so that every rank does about the
+            same work, where contiguous pieces leave it uneven (attention.worth_balancing: rows
+            always); it gathers the queries and the heads' outputs too. On by default: with a core per rank it is faster from 2048 tokens and
             holds less at 4096 (docs/parallel.md's benchmark); False keeps contiguous pieces.
     """
 

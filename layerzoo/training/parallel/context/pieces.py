@@ -73,6 +73,17 @@ class Pieces:
         """Whether rank's first token continues a sequence begun on an earlier rank."""
         return self.sequence_start(self.start(rank)) != self.start(rank)
 
+    def causal_work(self, rank: int) -> int:
+        """The query-key pairs causal full attention scores on rank's piece: each token reads the
+        keys of its sequence up to itself."""
+        start, stop = self.start(rank), self.stop(rank)
+        cuts = [start, *(b for b in self.boundaries if start < b < stop), stop]
+        work = 0
+        for first, last in itertools.pairwise(cuts):
+            tokens, before = last - first, first - self.sequence_start(first)
+            work += tokens * before + tokens * (tokens + 1) // 2
+        return work
+
     def last_stream_start(self, rank: int) -> int:
         """The global offset where rank's last sequence (the one it hands on) starts in its piece."""
         return max(self.start(rank), self.sequence_start(self.stop(rank) - 1))

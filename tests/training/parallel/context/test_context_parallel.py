@@ -36,14 +36,14 @@ def report(request, tmp_path_factory) -> dict:
 
 def test_every_mixer_and_tiny_spec_equals_one_process_in_fp64(report):
     fp64 = {case: worst for case, worst in report["cases"].items() if case.endswith("fp64")}
-    assert len(fp64) == 2 * 8 + 7 + 3 + 3  # 7 mixers and a third party's, rows and packed; tiny specs; FSDP2;
-    # full attention balanced over the ranks, in rows and in a tiny spec, and packed (where it keeps its pieces)
+    assert len(fp64) == 2 * 8 + 7 + 3 + 6  # 7 mixers and a third party's, rows and packed; tiny specs; FSDP2;
+    # full attention balanced over the ranks, alone, in a tiny spec and its KV cache, in rows and packed
     assert {case: worst for case, worst in fp64.items() if not worst <= 1e-12} == {}
 
 
 def test_fp32_is_within_its_tolerance(report):
     fp32 = {case: worst for case, worst in report["cases"].items() if case.endswith("fp32")}
-    assert len(fp32) == 8 + 1  # and full attention balanced
+    assert len(fp32) == 8 + 2  # and full attention balanced, in rows and packed
     assert {case: worst for case, worst in fp32.items() if not worst <= 1e-5} == {}
 
 

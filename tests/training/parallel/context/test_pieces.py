@@ -1,5 +1,8 @@
 """Context parallelism in one process: the split of rows and packed sequences into pieces (ARMT's
-into whole segments), and the refusals that need no other process."""
+into whole segments), the causal work each piece holds and where full attention balances it, and
+the refusals that need no other process."""
+
+import dataclasses
 
 import pytest
 import torch
@@ -7,6 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 import layerzoo
 from layerzoo.training.parallel.context import ContextError, ContextGroup, Pieces, context_parallel
+from layerzoo.training.parallel.context.attention import worth_balancing
 
 
 def group(rank: int, size: int) -> ContextGroup:
@@ -34,6 +38,30 @@ def test_pieces_tile_the_row_and_keep_every_boundary(size, lengths):
         assert pieces.continues(rank) == (not first_sequence_starts_here)
     assert [c[0] for c in covered] == [0, *(c[1] for c in covered[:-1])] and covered[-1][1] == total
     assert set(offsets.tolist()) <= boundaries
+
+
+@settings(max_examples=60, deadline=None)
+@given(size=st.integers(1, 5), lengths=st.lists(st.integers(1, 9), min_size=1, max_size=6))
+def test_the_pieces_causal_work_adds_up_to_every_sequences(size, lengths):
+    """Each token reads the keys of its sequence up to itself: L (L + 1) / 2 pairs a sequence of L,
+    however the pieces cut it."""
+    offsets = torch.tensor([0, *lengths]).cumsum(0)
+    if int(offsets[-1]) < size:
+        return
+    pieces = Pieces.split(group(0, size), int(offsets[-1]), offsets)
+    assert sum(pieces.causal_work(rank) for rank in range(size)) == sum(n * (n + 1) // 2 for n in lengths)
+
+
+@pytest.mark.parametrize("offsets, balances", [
+    (None, True),                           # rows: the last rank reads every key
+    ([0, 3, 6, 9, 12, 15, 18, 21, 24], False),  # sequences shorter than a piece: about even already
+    ([0, 20, 24], True),                    # one long sequence across the pieces
+])
+def test_full_attention_balances_where_contiguous_pieces_leave_the_work_uneven(offsets, balances):
+    cu_seqlens = None if offsets is None else torch.tensor(offsets)
+    assert worth_balancing(Pieces.split(group(0, 2), 24, cu_seqlens)) is balances
+    assert not worth_balancing(Pieces.split(dataclasses.replace(group(0, 2), balance_attention=False), 24, cu_seqlens))
+    assert not worth_balancing(Pieces.split(group(0, 1), 24, cu_seqlens))
 
 
 @settings(max_examples=80, deadline=None)

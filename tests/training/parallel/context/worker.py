@@ -112,6 +112,30 @@ def difference(spec, dtype, packed: bool, group: ContextGroup, fsdp: bool = Fals
     return worst_over_ranks(pieces, (logits, loss, grads), (split_logits, split_loss, split_grads))
 
 
+def balanced_state_difference(packed: bool, group: ContextGroup) -> float:
+    """Largest difference, over the ranks, between the KV cache full attention's piece leaves
+    balanced and the one it leaves in contiguous pieces (keys, values, lengths, positions)."""
+    torch.manual_seed(0)
+    attention = layerzoo.build(one_mixer("attention")).to(torch.float64).blocks[0].mixer
+    rows = 1 if packed else ROWS
+    x = torch.randn(rows, LENGTH, 32, dtype=torch.float64)
+    pieces = {balance: Pieces.split(dataclasses.replace(group, balance_attention=balance), LENGTH,
+                                    PACKED if packed else None) for balance in (True, False)}
+    states = {}
+    for balance, split in pieces.items():
+        with context_parallel(attention, split):
+            _, states[balance] = attention(split.slice(x), return_state=True, cu_seqlens=split.local_cu_seqlens())
+    (one, other) = states.values()
+    if (one.lengths is None) != (other.lengths is None):
+        return float("inf")
+    pairs = [(one.k, other.k), (one.v, other.v), (one.position, other.position)]
+    pairs += [] if one.lengths is None else [(one.lengths, other.lengths)]
+    worst = max(float("inf") if a.shape != b.shape else (a - b).abs().max().item() for a, b in pairs)
+    worst = torch.tensor(worst, dtype=torch.float64)
+    dist.all_reduce(worst, op=dist.ReduceOp.MAX)
+    return worst.item()
+
+
 def worst_over_ranks(pieces: Pieces, whole: tuple, split: tuple) -> float:
     """The largest difference over the ranks between one process's (logits, loss, gradients) and
     the split run's (this rank's logits): absolute for logits and loss, relative for gradients."""
@@ -157,13 +181,16 @@ def main(out: Path) -> None:
         for name in ("swax-tiny", "swax-gdn-tiny", "mamba2-hybrid-tiny"):
             cases[f"{name}/packed/fsdp/fp64"] = difference(shipped(name), torch.float64, True, group, fsdp=True,
                                                            spread=False)
-        balanced = dataclasses.replace(group, balance_attention=True)  # rows balanced; packed rows as before
+        balanced = dataclasses.replace(group, balance_attention=True)
         for packed in (False, True):
-            cases[f"attention/{'packed' if packed else 'rows'}/balanced/fp64"] = difference(
-                one_mixer("attention"), torch.float64, packed, balanced)
-        cases["attention/rows/balanced/fp32"] = difference(one_mixer("attention"), torch.float32, False, balanced)
-        cases["transformer-tiny/rows/balanced/fp64"] = difference(shipped("transformer-tiny"), torch.float64, False,
-                                                                  balanced, spread=False)
+            layout = "packed" if packed else "rows"
+            cases[f"attention/{layout}/balanced/fp64"] = difference(one_mixer("attention"), torch.float64, packed,
+                                                                    balanced)
+            cases[f"attention/{layout}/balanced/fp32"] = difference(one_mixer("attention"), torch.float32, packed,
+                                                                    balanced)
+            cases[f"transformer-tiny/{layout}/balanced/fp64"] = difference(shipped("transformer-tiny"), torch.float64,
+                                                                           packed, balanced, spread=False)
+            cases[f"attention/{layout}/balanced state/fp64"] = balanced_state_difference(packed, group)
     report = {"cases": cases, "bad_inputs": bad_inputs(group), "warnings": [str(w.message) for w in caught]}
     finish(report, out)
 
