@@ -1,11 +1,12 @@
 """Context parallelism: peak memory per rank and tokens/s of a forward + backward against sequence
-length, for K = 1, 2 and 4 gloo processes sharing one sequence, a contiguous piece each.
+length, for K = 1, 2 and 4 gloo processes sharing one row (one sequence, or two packed 5:1), a
+contiguous piece each.
 
-    python -m benchmarks context                                 # three models, 1k-4k tokens
+    python -m benchmarks context                                 # every model, 1k-4k tokens
     python -m benchmarks context --seq-lens 2048 8192 --ks 1 2
 
 Each cell is a fresh torchrun launch of K processes, one thread each (runner/context_worker.py):
-one sequence (batch 1), cross-entropy, backward, no optimizer step. Peak memory: the largest rise
+one row (batch 1), cross-entropy, backward, no optimizer step. Peak memory: the largest rise
 of a rank's peak resident set over one step, after a short warm-up step (the gradients and one-off
 costs are paid there), so what is left grows with the sequence: activations, and each mixer's
 exchange. tokens/s: the whole sequence over the best step of the group's slowest rank. The models
@@ -27,14 +28,24 @@ from .runner.results import value
 from .runner.tables import markdown_table, mib, ratio
 
 WIDER = ["model.d_model=128"]
-# row name: (label, spec, overrides, full attention's work balanced over the ranks)
+# Two sequences of 5:1 packed in the row: at K = 2 the contiguous pieces leave rank 1 1.29x the
+# average causal work, just over where full attention balances (context/attention.py's UNEVEN).
+FIVE_TO_ONE = (5, 1)
+# row name: (label, spec, overrides, full attention's work balanced over the ranks, the packed
+# sequences' relative lengths or None for one sequence)
 MODELS = {
     "swax-tiny": ("SWA + mLSTM", "swax-tiny", WIDER + ["model.mixers.swa.window=64", "model.mixers.mlstm.chunk_size=64"],
-                  False),
-    "swax-gdn-tiny": ("SWA + Gated DeltaNet", "swax-gdn-tiny", WIDER + ["model.mixers.swa.window=64"], False),
-    "transformer-tiny": ("full attention", "transformer-tiny", WIDER, False),
-    "transformer-balanced": ("full attention, balanced", "transformer-tiny", WIDER, True),
+                  False, None),
+    "swax-gdn-tiny": ("SWA + Gated DeltaNet", "swax-gdn-tiny", WIDER + ["model.mixers.swa.window=64"], False, None),
+    "transformer-tiny": ("full attention", "transformer-tiny", WIDER, False, None),
+    "transformer-balanced": ("full attention, balanced", "transformer-tiny", WIDER, True, None),
+    "transformer-packed": ("full attention, packed 5:1", "transformer-tiny", WIDER, False, FIVE_TO_ONE),
+    "transformer-packed-balanced": ("full attention, packed 5:1, balanced", "transformer-tiny", WIDER, True,
+                                    FIVE_TO_ONE),
 }
+# (contiguous, balanced, what they run): the pairs the second table sets against each other
+BALANCING = [("transformer-tiny", "transformer-balanced", "one sequence"),
+             ("transformer-packed", "transformer-packed-balanced", "packed 5:1")]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,9 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def cell(name: str, length: int, k: int, reps: int) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    _, spec, overrides, balanced = MODELS[name]
+    _, spec, overrides, balanced, packed = MODELS[name]
+    documents = "-" if packed is None else ",".join(map(str, packed))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(k),
-               "-m", "benchmarks.runner.context_worker", spec, str(length), str(reps), str(int(balanced)), *overrides]
+               "-m", "benchmarks.runner.context_worker", spec, str(length), str(reps), str(int(balanced)), documents,
+               *overrides]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"context cell {name} T={length} K={k} failed:\n{done.stderr[-2000:]}")
@@ -87,20 +100,23 @@ def render(data: dict) -> str:
 
 
 def balancing(data: dict) -> str:
-    """Full attention balanced against its contiguous pieces, per length and K > 1: the ratios of
-    tokens/s and of peak memory per rank ("" unless the run measured both)."""
+    """Full attention balanced against its contiguous pieces, per layout, length and K > 1: the
+    ratios of tokens/s and of peak memory per rank ("" unless the run measured a pair)."""
     config, rows = data["config"], data["rows"]
-    if not {"transformer-tiny", "transformer-balanced"} <= set(config["models"]):
+    pairs = [pair for pair in BALANCING if set(pair[:2]) <= set(config["models"])]
+    if not pairs:
         return ""
     ks = [k for k in config["ks"] if k > 1]
-    head = ["tokens", *(f"K={k} tok/s" for k in ks), *(f"K={k} MiB/rank" for k in ks)]
+    head = ["sequences", "tokens", *(f"K={k} tok/s" for k in ks), *(f"K={k} MiB/rank" for k in ks)]
     table = []
-    for length in config["seq_lens"]:
-        seconds = [(value(rows, "seconds", model="transformer-tiny", seq_len=length, k=k),
-                    value(rows, "seconds", model="transformer-balanced", seq_len=length, k=k)) for k in ks]
-        peaks = [(value(rows, "peak_bytes", model="transformer-balanced", seq_len=length, k=k),
-                  value(rows, "peak_bytes", model="transformer-tiny", seq_len=length, k=k)) for k in ks]
-        table.append([str(length), *(ratio(*pair, 2) for pair in seconds), *(ratio(*pair, 2) for pair in peaks)])
+    for contiguous, balanced, layout in pairs:
+        for length in config["seq_lens"]:
+            seconds = [(value(rows, "seconds", model=contiguous, seq_len=length, k=k),
+                        value(rows, "seconds", model=balanced, seq_len=length, k=k)) for k in ks]
+            peaks = [(value(rows, "peak_bytes", model=balanced, seq_len=length, k=k),
+                      value(rows, "peak_bytes", model=contiguous, seq_len=length, k=k)) for k in ks]
+            table.append([layout, str(length), *(ratio(*pair, 2) for pair in seconds),
+                          *(ratio(*pair, 2) for pair in peaks)])
     return ("\n\nFull attention balanced over the ranks against contiguous pieces, same run (above 1x: balanced "
             f"is faster, or holds more):\n\n{markdown_table(head, table)}")
 
@@ -108,5 +124,5 @@ def balancing(data: dict) -> str:
 BENCHMARK = Benchmark(
     name="context", description="Context parallelism: peak memory per rank and tokens/s against length for K = 1, 2, 4",
     add_arguments=add_arguments, run=run, render=render,
-    smoke={"models": ["swax-gdn-tiny"], "seq_lens": [128], "ks": [1, 2]},
+    smoke={"models": ["swax-gdn-tiny", "transformer-packed-balanced"], "seq_lens": [128], "ks": [1, 2]},
 )

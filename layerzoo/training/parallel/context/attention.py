@@ -42,9 +42,9 @@ def _local_keys(mixer: CausalAttention, x: torch.Tensor, pieces: Pieces, keep: i
     return last_tokens(k, pieces, keep), last_tokens(v, pieces, keep)
 
 
-# Balancing gathers every rank's queries and outputs besides the keys: worth it where the busiest
-# rank's contiguous work is a quarter above the average (rows: (2K - 1) / K of it, always).
-UNEVEN = 1.25
+# Balancing gathers every rank's queries and outputs besides the keys: worth it only well above
+# even (docs/parallel.md's benchmark: rows, (2K - 1) / K, gain; a packed row at 1.29x does not).
+UNEVEN = 1.4
 
 
 def worth_balancing(pieces: Pieces) -> bool:

@@ -19,6 +19,7 @@ import layerzoo
 from layerzoo.registry import get_mixer, list_mixers
 from layerzoo.training.parallel.fsdp import mixed_precision_policy, shard
 from layerzoo.training.parallel.context import ContextError, ContextGroup, Pieces, context_parallel
+from layerzoo.training.parallel.context.attention import worth_balancing
 from tests.helpers.gloo_worker import finish
 from tests.helpers.toy_mixer import ToyMixer
 
@@ -27,6 +28,9 @@ VOCAB = 64
 # chunks of 4; the packed boundaries fall inside pieces and across them.
 LENGTH, ROWS = 9, 2
 PACKED = torch.tensor([0, 2, 7, 9])
+# For balanced full attention: a sequence crossing every piece after one of a token, uneven
+# enough with 2 and 3 ranks (1.44x the average causal work) that full attention balances it.
+PACKED_UNEVEN = torch.tensor([0, 1, 7, 9])
 TINY_SPECS = ("transformer-tiny", "swa-tiny", "swax-tiny", "swax-gdn-tiny", "kda-hybrid-tiny", "mamba2-hybrid-tiny",
               "xlstm-tiny")
 
@@ -86,7 +90,8 @@ def run_sharded(model, ids, targets, pieces):
     return logits.detach(), loss, grads
 
 
-def difference(spec, dtype, packed: bool, group: ContextGroup, fsdp: bool = False, spread: bool = True) -> float:
+def difference(spec, dtype, packed: bool, group: ContextGroup, fsdp: bool = False, spread: bool = True,
+               offsets: torch.Tensor = PACKED) -> float:
     """Largest difference of logits, loss or any gradient between the split run and one process;
     with fsdp, the split run's model sharded with FSDP2 over the same processes. spread: mLSTM's
     gates spread out, so its stabiliser takes both sides of its max (a shipped spec runs as built:
@@ -101,7 +106,7 @@ def difference(spec, dtype, packed: bool, group: ContextGroup, fsdp: bool = Fals
     rows = 1 if packed else ROWS
     ids = torch.randint(0, VOCAB, (rows, LENGTH))
     targets = torch.randint(0, VOCAB, (rows, LENGTH))
-    cu_seqlens = PACKED if packed else None
+    cu_seqlens = offsets if packed else None
     pieces = Pieces.split(group, LENGTH, cu_seqlens)
     logits, loss, grads = run(model, ids, targets, cu_seqlens)
     if fsdp:
@@ -120,7 +125,7 @@ def balanced_state_difference(packed: bool, group: ContextGroup) -> float:
     rows = 1 if packed else ROWS
     x = torch.randn(rows, LENGTH, 32, dtype=torch.float64)
     pieces = {balance: Pieces.split(dataclasses.replace(group, balance_attention=balance), LENGTH,
-                                    PACKED if packed else None) for balance in (True, False)}
+                                    PACKED_UNEVEN if packed else None) for balance in (True, False)}
     states = {}
     for balance, split in pieces.items():
         with context_parallel(attention, split):
@@ -184,12 +189,13 @@ def main(out: Path) -> None:
         balanced = dataclasses.replace(group, balance_attention=True)
         for packed in (False, True):
             layout = "packed" if packed else "rows"
+            assert worth_balancing(Pieces.split(balanced, LENGTH, PACKED_UNEVEN if packed else None)), layout
             cases[f"attention/{layout}/balanced/fp64"] = difference(one_mixer("attention"), torch.float64, packed,
-                                                                    balanced)
+                                                                    balanced, offsets=PACKED_UNEVEN)
             cases[f"attention/{layout}/balanced/fp32"] = difference(one_mixer("attention"), torch.float32, packed,
-                                                                    balanced)
-            cases[f"transformer-tiny/{layout}/balanced/fp64"] = difference(shipped("transformer-tiny"), torch.float64,
-                                                                           packed, balanced, spread=False)
+                                                                    balanced, offsets=PACKED_UNEVEN)
+            cases[f"transformer-tiny/{layout}/balanced/fp64"] = difference(
+                shipped("transformer-tiny"), torch.float64, packed, balanced, spread=False, offsets=PACKED_UNEVEN)
             cases[f"attention/{layout}/balanced state/fp64"] = balanced_state_difference(packed, group)
     report = {"cases": cases, "bad_inputs": bad_inputs(group), "warnings": [str(w.message) for w in caught]}
     finish(report, out)
