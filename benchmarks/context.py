@@ -29,7 +29,8 @@ from .runner.tables import markdown_table, mib, ratio
 
 WIDER = ["model.d_model=128"]
 # Two sequences of 5:1 packed in the row: at K = 2 the contiguous pieces leave rank 1 1.29x the
-# average causal work, just over where full attention balances (context/attention.py's UNEVEN).
+# average causal work, a packed row uneven but under where full attention balances (UNEVEN), to
+# measure balancing where it is forced there.
 FIVE_TO_ONE = (5, 1)
 # row name: (label, spec, overrides, full attention's work balanced over the ranks, the packed
 # sequences' relative lengths or None for one sequence)

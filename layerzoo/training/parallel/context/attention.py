@@ -43,7 +43,7 @@ def _local_keys(mixer: CausalAttention, x: torch.Tensor, pieces: Pieces, keep: i
 
 
 # Balancing gathers every rank's queries and outputs besides the keys: worth it only well above
-# even (docs/parallel.md's benchmark: rows, (2K - 1) / K, gain; a packed row at 1.29x does not).
+# even (where, docs/parallel.md's context benchmark measures: rows are at (2K - 1) / K).
 UNEVEN = 1.4
 
 
@@ -52,8 +52,7 @@ def worth_balancing(pieces: Pieces) -> bool:
     than one rank, each holding 2 tokens or more, and the contiguous pieces' causal work uneven
     (packed rows of sequences shorter than a piece are about even already)."""
     group = pieces.group
-    lengths = [pieces.stop(r) - pieces.start(r) for r in range(group.size)]
-    if not group.balance_attention or group.size == 1 or min(lengths) < 2:
+    if not group.balance_attention or group.size == 1 or min(pieces.lengths) < 2:
         return False
     work = [pieces.causal_work(r) for r in range(group.size)]
     return max(work) > UNEVEN * sum(work) / group.size
@@ -61,11 +60,10 @@ def worth_balancing(pieces: Pieces) -> bool:
 
 @register_exchange(CausalAttention)
 def gather_keys(mixer: CausalAttention, forward, x: torch.Tensor, pieces: Pieces, link: torch.Tensor):
-    lengths = [pieces.stop(r) - pieces.start(r) for r in range(pieces.group.size)]
     if mixer.window is None and worth_balancing(pieces):
         return balanced(mixer, x, pieces, link)
     rank = pieces.group.rank
-    longest = max(lengths)
+    longest = max(pieces.lengths)
     keep = longest if mixer.window is None else min(longest, mixer.window - 1)
     link, (keys, values) = all_gather(pieces.group, link, *_local_keys(mixer, x, pieces, keep))
     cu_seqlens = pieces.local_cu_seqlens(x.device)
@@ -95,7 +93,7 @@ def balanced(mixer: CausalAttention, x: torch.Tensor, pieces: Pieces, link: torc
     over the ranks: rank w attends for rank w's first half of queries and rank K-1-w's second half."""
     group = pieces.group
     size, rank = group.size, group.rank
-    lengths = [pieces.stop(r) - pieces.start(r) for r in range(size)]
+    lengths = pieces.lengths
     halves = [(pieces.start(r), pieces.start(r) + lengths[r] // 2, pieces.stop(r)) for r in range(size)]
     q, k, v = mixer.project(x, _positions(pieces, x.device))
     link, gathered = all_gather(group, link, *(right_padded(t, max(lengths)) for t in (q, k, v)))

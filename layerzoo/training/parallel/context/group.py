@@ -21,8 +21,8 @@ class ContextGroup:
         global_ranks: the world ranks of the group's members, in group order.
         balance_attention: full attention splits its queries so that every rank does about the
             same work, where contiguous pieces leave it uneven (attention.worth_balancing: rows
-            always); it gathers the queries and the heads' outputs too. On by default: with a core per rank it is faster from 2048 tokens and
-            holds less at 4096 (docs/parallel.md's benchmark); False keeps contiguous pieces.
+            always); it gathers the queries and the heads' outputs too. On by default (where it
+            pays: docs/parallel.md's context benchmark); False keeps contiguous pieces.
     """
 
     process_group: Any

@@ -73,6 +73,11 @@ class Pieces:
         """Whether rank's first token continues a sequence begun on an earlier rank."""
         return self.sequence_start(self.start(rank)) != self.start(rank)
 
+    @property
+    def lengths(self) -> list[int]:
+        """Every rank's piece length, in rank order."""
+        return [self.stop(rank) - self.start(rank) for rank in range(self.group.size)]
+
     def causal_work(self, rank: int) -> int:
         """The query-key pairs causal full attention scores on rank's piece: each token reads the
         keys of its sequence up to itself."""

@@ -56,7 +56,7 @@ def test_the_pieces_causal_work_adds_up_to_every_sequences(size, lengths):
     (None, True),                           # rows: the last rank reads every key
     ([0, 3, 6, 9, 12, 15, 18, 21, 24], False),  # sequences shorter than a piece: about even already
     ([0, 1, 24], True),                     # a long sequence across the pieces: 1.52x the average
-    ([0, 20, 24], False),                   # 5:1, 1.29x: balancing it did not pay in the benchmark
+    ([0, 20, 24], False),                   # 5:1, 1.29x: under UNEVEN
 ])
 def test_full_attention_balances_where_contiguous_pieces_leave_the_work_uneven(offsets, balances):
     cu_seqlens = None if offsets is None else torch.tensor(offsets)
