@@ -3,8 +3,8 @@ process: logits, loss and every gradient, for every mixer alone and for the ship
 in rows and in packed sequences whose boundaries fall inside and across pieces, with pieces
 shorter than SWA's window and the recurrent mixers' chunks; full attention with its work balanced
 over the ranks; and three tiny specs sharded with FSDP2
-over the same processes; and context 2 x data 2 on 4 processes under DDP and FSDP2 (no hang: each
-launch has a timeout)."""
+over the same processes; and context 2 x data 2 on 4 processes under DDP and FSDP2; every mixer on
+flash-linear-attention's packed layouts with 2 and 4 (no hang: each launch has a timeout)."""
 
 import json
 import os
@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from layerzoo.registry import list_mixers
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -63,4 +65,13 @@ def test_bad_input_is_one_line(report):
 def test_context_times_data_parallel_equals_one_process_on_the_global_batch(tmp_path):
     cases = launch("data_worker.py", 4, tmp_path)
     assert set(cases) == {f"{name}/{wrap}" for name in ("swax-gdn-tiny", "xlstm-tiny") for wrap in ("ddp", "fsdp")}
+    assert {case: worst for case, worst in cases.items() if not worst <= 1e-12} == {}
+
+
+@pytest.mark.parametrize("processes", [2, 4], ids=["2 ranks", "4 ranks"])
+def test_every_mixer_equals_one_process_on_fla_s_packed_layouts(processes, tmp_path):
+    """flash-linear-attention's context-parallel layouts (layouts_worker.py): one-token tails,
+    boundaries on the pieces' edges, a sequence over three pieces."""
+    cases = launch("layouts_worker.py", processes, tmp_path)
+    assert len(cases) == 12 * (len(list_mixers()) + 1)  # full attention contiguous and balanced
     assert {case: worst for case, worst in cases.items() if not worst <= 1e-12} == {}

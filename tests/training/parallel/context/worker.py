@@ -16,6 +16,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 import layerzoo
+from layerzoo.mixers.from_attention import slow_decay_bias
+from layerzoo.mixers.kda import KimiDeltaAttention
 from layerzoo.registry import get_mixer, list_mixers
 from layerzoo.training.parallel.fsdp import mixed_precision_policy, shard
 from layerzoo.training.parallel.context import ContextError, ContextGroup, Pieces, context_parallel
@@ -94,20 +96,24 @@ def difference(spec, dtype, packed: bool, group: ContextGroup, fsdp: bool = Fals
                offsets: torch.Tensor = PACKED) -> float:
     """Largest difference of logits, loss or any gradient between the split run and one process;
     with fsdp, the split run's model sharded with FSDP2 over the same processes. spread: mLSTM's
-    gates spread out, so its stabiliser takes both sides of its max (a shipped spec runs as built:
-    stacked layers of spread gates make the fp64 sums themselves ill-conditioned, gradients of 10
-    rounded to 1e-11 apart by two CPUs' kernels, which would measure the CPU, not the exchange)."""
+    gates spread out, so its stabiliser takes both sides of its max, and KDA's decay slow, so its
+    state reaches past a piece (a shipped spec runs as built: stacked layers of spread gates make
+    the fp64 sums themselves ill-conditioned, gradients of 10 rounded to 1e-11 apart by two CPUs'
+    kernels, which would measure the CPU, not the exchange)."""
     torch.manual_seed(0)
     model = layerzoo.build(spec).to(dtype)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             if spread and name.endswith("gate_proj.bias"):
                 parameter.normal_(0.0, 4.0)
-    rows = 1 if packed else ROWS
-    ids = torch.randint(0, VOCAB, (rows, LENGTH))
-    targets = torch.randint(0, VOCAB, (rows, LENGTH))
+        for module in model.modules():
+            if spread and isinstance(module, KimiDeltaAttention):  # fla's init forgets in a few tokens
+                module.dt_bias.copy_(slow_decay_bias(module.n_heads).repeat_interleave(module.head_dim))
+    rows, length = (1, int(offsets[-1])) if packed else (ROWS, LENGTH)
+    ids = torch.randint(0, VOCAB, (rows, length))
+    targets = torch.randint(0, VOCAB, (rows, length))
     cu_seqlens = offsets if packed else None
-    pieces = Pieces.split(group, LENGTH, cu_seqlens)
+    pieces = Pieces.split(group, length, cu_seqlens)
     logits, loss, grads = run(model, ids, targets, cu_seqlens)
     if fsdp:
         split_logits, split_loss, split_grads = run_sharded(shard(copy.deepcopy(model), mixed_precision_policy(None)),
