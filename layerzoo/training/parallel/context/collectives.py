@@ -89,7 +89,8 @@ def broadcast_tree(group: ContextGroup, source: int, link: torch.Tensor, tree: A
     only to the source; gradients flow back to the source's tensors."""
     payload = [zip_states(lambda parts: parts[0].detach(), [tree]) if group.rank == source else None]
     dist.broadcast_object_list(payload, src=group.source(source), group=group.process_group)
-    received = tree if group.rank == source else payload[0]
+    # unpickled tensors land on the device the source saved them from: under NCCL, another rank's GPU
+    received = tree if group.rank == source else zip_states(lambda parts: parts[0].to(link.device), [payload[0]])
     leaves = tensors_in(received)
     new_link, *copies = _Shared.apply(group, source, link, *leaves)
     remaining = iter(copies)
