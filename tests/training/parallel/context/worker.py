@@ -102,13 +102,14 @@ def difference(spec, dtype, packed: bool, group: ContextGroup, fsdp: bool = Fals
     kernels, which would measure the CPU, not the exchange)."""
     torch.manual_seed(0)
     model = layerzoo.build(spec).to(dtype)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if spread and name.endswith("gate_proj.bias"):
-                parameter.normal_(0.0, 4.0)
-        for module in model.modules():
-            if spread and isinstance(module, KimiDeltaAttention):  # fla's init forgets in a few tokens
-                module.dt_bias.copy_(slow_decay_bias(module.n_heads).repeat_interleave(module.head_dim))
+    if spread:
+        with torch.no_grad():
+            for name, parameter in model.named_parameters():
+                if name.endswith("gate_proj.bias"):
+                    parameter.normal_(0.0, 4.0)
+            for module in model.modules():
+                if isinstance(module, KimiDeltaAttention):  # fla's init forgets in a few tokens
+                    module.dt_bias.copy_(slow_decay_bias(module.n_heads).repeat_interleave(module.head_dim))
     rows, length = (1, int(offsets[-1])) if packed else (ROWS, LENGTH)
     ids = torch.randint(0, VOCAB, (rows, length))
     targets = torch.randint(0, VOCAB, (rows, length))
